@@ -1,0 +1,499 @@
+//! Parsing rule strings (`--set`, `slowfs ctl set`, TOML `rules = [...]`).
+//!
+//! Grammar: `OPS [path=GLOB] ACTION[=VALUE] [p=P] [after=N] [every=N]
+//! [after_bytes=SIZE] [burst=N] [spike=P:DURATION]`, words separated by spaces
+//! (spaces inside parentheses are allowed: `delay=normal(10ms, 2ms)`).
+
+use std::fmt;
+
+use crate::delay::{DelayDist, Spike};
+use crate::errno::{errno_from_name, known_errno_names};
+use crate::op::{Op, OpSet};
+use crate::rule::{Action, PathGlob, Rule, Trigger};
+use crate::units::{parse_duration, parse_rate, parse_size};
+
+/// A rule that did not parse: which rule, where in it, and what was expected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleError {
+    /// The rule text as given.
+    pub rule: String,
+    /// Byte offset of the offending word in `rule`.
+    pub offset: usize,
+    /// What went wrong.
+    pub kind: ErrorKind,
+}
+
+/// The ways a rule string can be wrong. Each message says how to fix it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ErrorKind {
+    /// The rule is blank.
+    Empty,
+    /// The first word names an operation that does not exist.
+    UnknownOp(String),
+    /// A word is not a known key.
+    UnknownKey(String),
+    /// A key that needs a value has none (`delay` instead of `delay=20ms`).
+    MissingValue(&'static str),
+    /// A value did not parse; the message says what was expected.
+    BadValue {
+        /// The key whose value is wrong.
+        key: String,
+        /// What was wrong and what was expected.
+        reason: String,
+    },
+    /// No action (delay, error, short, throttle, iops, hang, crash) was given.
+    MissingAction,
+    /// A second action was given; a rule has exactly one.
+    SecondAction {
+        /// The action already given.
+        first: &'static str,
+    },
+    /// A key was given twice.
+    Repeated(String),
+    /// A modifier that belongs to another action (`burst` without throttle/iops).
+    Misplaced {
+        /// The modifier.
+        key: &'static str,
+        /// The actions it belongs to.
+        belongs_to: &'static str,
+    },
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorKind::Empty => write!(f, "empty rule (expected e.g. \"fsync delay=250ms\")"),
+            ErrorKind::UnknownOp(op) => {
+                let names: Vec<&str> = Op::ALL.iter().map(|op| op.name()).collect();
+                write!(
+                    f,
+                    "unknown operation '{op}' (expected '*' or a comma-separated list of: {})",
+                    names.join(" ")
+                )
+            }
+            ErrorKind::UnknownKey(key) => write!(
+                f,
+                "unknown word '{key}' (expected path=, an action (delay= error= short= \
+                 throttle= iops= hang crash) or a condition (p= after= every= after_bytes=))"
+            ),
+            ErrorKind::MissingValue(key) => write!(f, "'{key}' needs a value ({})", example(key)),
+            ErrorKind::BadValue { key, reason } => write!(f, "bad value for '{key}': {reason}"),
+            ErrorKind::MissingAction => write!(
+                f,
+                "no action (add one of delay=20ms, error=EIO, short=1..512, throttle=4MiB/s, \
+                 iops=100, hang, crash)"
+            ),
+            ErrorKind::SecondAction { first } => write!(
+                f,
+                "a rule has one action and this one already has '{first}' (write a second rule)"
+            ),
+            ErrorKind::Repeated(key) => write!(f, "'{key}' is given twice"),
+            ErrorKind::Misplaced { key, belongs_to } => {
+                write!(f, "'{key}' only goes with {belongs_to}")
+            }
+        }
+    }
+}
+
+fn example(key: &str) -> &'static str {
+    match key {
+        "delay" => "e.g. delay=20ms, delay=5ms..20ms, delay=lognormal(2ms,0.5)",
+        "error" => "e.g. error=EIO or error=ENOSPC",
+        "short" => "e.g. short=1..512",
+        "throttle" => "e.g. throttle=10MiB/s",
+        "iops" => "e.g. iops=100",
+        "path" => "e.g. path=**/*.tmp",
+        "p" => "e.g. p=0.1",
+        "after" | "every" => "a whole number, e.g. after=3",
+        "after_bytes" => "e.g. after_bytes=64MiB",
+        "burst" => "e.g. burst=1MiB",
+        "spike" => "e.g. spike=0.001:200ms",
+        _ => "see `slowfs --help`",
+    }
+}
+
+impl fmt::Display for RuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "in rule \"{}\": {}", self.rule, self.kind)?;
+        writeln!(f, "    {}", self.rule)?;
+        let column = self.rule[..self.offset.min(self.rule.len())]
+            .chars()
+            .count();
+        write!(f, "    {}^", " ".repeat(column))
+    }
+}
+
+impl std::error::Error for RuleError {}
+
+/// Splits a rule into words at spaces outside parentheses, with each word's byte offset.
+fn words(text: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut start: Option<usize> = None;
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ => {}
+        }
+        if c.is_whitespace() && depth <= 0 {
+            if let Some(s) = start.take() {
+                out.push((s, &text[s..i]));
+            }
+        } else if start.is_none() {
+            start = Some(i);
+        }
+    }
+    if let Some(s) = start {
+        out.push((s, &text[s..]));
+    }
+    out
+}
+
+/// Parses a probability in `[0, 1]`.
+pub(crate) fn probability(text: &str) -> Result<f64, String> {
+    let p: f64 = text
+        .parse()
+        .map_err(|_| format!("expected a probability like 0.1, found '{text}'"))?;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(format!("a probability is between 0 and 1, found {p}"));
+    }
+    Ok(p)
+}
+
+fn count(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("expected a whole number, found '{text}'")),
+    }
+}
+
+fn byte_range(text: &str) -> Result<(u64, u64), String> {
+    let (lo, hi) = text
+        .split_once("..")
+        .ok_or_else(|| format!("expected a byte range like 1..512, found '{text}'"))?;
+    let (lo, hi) = (parse_size(lo)?, parse_size(hi)?);
+    if lo > hi {
+        return Err(format!(
+            "range '{text}' runs backwards (write the smaller bound first)"
+        ));
+    }
+    Ok((lo, hi))
+}
+
+fn parse_ops(word: &str) -> Result<OpSet, ErrorKind> {
+    if word == "*" {
+        return Ok(OpSet::all());
+    }
+    let mut set = OpSet::default();
+    for name in word.split(',') {
+        let op = Op::from_name(name).ok_or_else(|| ErrorKind::UnknownOp(name.to_string()))?;
+        set.insert(op);
+    }
+    Ok(set)
+}
+
+/// A rule being assembled from its words.
+#[derive(Default)]
+struct Builder {
+    path: Option<PathGlob>,
+    action: Option<Action>,
+    when: Trigger,
+    burst: Option<(usize, String)>,
+    spike: Option<(usize, Spike)>,
+    seen: Vec<String>,
+}
+
+impl Builder {
+    fn word(&mut self, key: &str, value: Option<&str>) -> Result<(), ErrorKind> {
+        if self.seen.iter().any(|k| k == key) {
+            return Err(ErrorKind::Repeated(key.to_string()));
+        }
+        let known_key = Self::canonical(key).ok_or_else(|| ErrorKind::UnknownKey(key.into()))?;
+        self.seen.push(key.to_string());
+        let bad = |reason: String| ErrorKind::BadValue {
+            key: key.to_string(),
+            reason,
+        };
+        // `hang` and `crash` take no value (or, for hang, a timeout).
+        if value.is_none() && !matches!(known_key, "hang" | "crash") {
+            return Err(ErrorKind::MissingValue(known_key));
+        }
+        let value = value.unwrap_or("");
+        let action = match known_key {
+            "path" => {
+                let glob = PathGlob::new(value.trim_start_matches('/')).map_err(|e| {
+                    bad(format!(
+                        "{} (escape special characters with '\\')",
+                        e.kind()
+                    ))
+                })?;
+                self.path = Some(glob);
+                return Ok(());
+            }
+            "p" => {
+                self.when.p = Some(probability(value).map_err(bad)?);
+                return Ok(());
+            }
+            "after" => {
+                self.when.after = Some(
+                    value
+                        .parse()
+                        .map_err(|_| bad(format!("expected a whole number, found '{value}'")))?,
+                );
+                return Ok(());
+            }
+            "every" => {
+                self.when.every = Some(count(value).map_err(bad)?);
+                return Ok(());
+            }
+            "after_bytes" => {
+                self.when.after_bytes = Some(parse_size(value).map_err(bad)?);
+                return Ok(());
+            }
+            "burst" => {
+                self.burst = Some((0, value.to_string()));
+                return Ok(());
+            }
+            "spike" => {
+                self.spike = Some((0, Spike::parse(value).map_err(bad)?));
+                return Ok(());
+            }
+            "delay" => Action::Delay {
+                dist: DelayDist::parse(value).map_err(bad)?,
+                spike: None,
+            },
+            "error" => Action::Error(errno_from_name(value).ok_or_else(|| {
+                let names: Vec<&str> = known_errno_names().collect();
+                bad(format!(
+                    "unknown errno '{value}' (expected one of {})",
+                    names.join(" ")
+                ))
+            })?),
+            "short" => {
+                let (min, max) = byte_range(value).map_err(bad)?;
+                Action::Short { min, max }
+            }
+            "throttle" => Action::Throttle {
+                rate: parse_rate(value).map_err(bad)?,
+                burst: None,
+            },
+            "iops" => Action::Iops {
+                rate: count(value).map_err(bad)?,
+                burst: None,
+            },
+            "hang" => Action::Hang {
+                timeout: match value {
+                    "" => None,
+                    v => Some(parse_duration(v).map_err(bad)?),
+                },
+            },
+            _ => Action::Crash,
+        };
+        if let Some(first) = &self.action {
+            return Err(ErrorKind::SecondAction {
+                first: first.keyword(),
+            });
+        }
+        self.action = Some(action);
+        Ok(())
+    }
+
+    fn canonical(key: &str) -> Option<&'static str> {
+        [
+            "path",
+            "p",
+            "after",
+            "every",
+            "after_bytes",
+            "burst",
+            "spike",
+            "delay",
+            "error",
+            "short",
+            "throttle",
+            "iops",
+            "hang",
+            "crash",
+        ]
+        .into_iter()
+        .find(|k| *k == key)
+    }
+
+    fn finish(mut self, ops: OpSet) -> Result<Rule, (usize, ErrorKind)> {
+        let mut action = self
+            .action
+            .take()
+            .ok_or((usize::MAX, ErrorKind::MissingAction))?;
+        if let Some((offset, text)) = self.burst {
+            let bad = |reason| {
+                (
+                    offset,
+                    ErrorKind::BadValue {
+                        key: "burst".into(),
+                        reason,
+                    },
+                )
+            };
+            match &mut action {
+                Action::Throttle { burst, .. } => *burst = Some(parse_size(&text).map_err(bad)?),
+                Action::Iops { burst, .. } => *burst = Some(count(&text).map_err(bad)?),
+                _ => {
+                    return Err((
+                        offset,
+                        ErrorKind::Misplaced {
+                            key: "burst",
+                            belongs_to: "throttle= or iops=",
+                        },
+                    ))
+                }
+            }
+        }
+        if let Some((offset, new_spike)) = self.spike {
+            match &mut action {
+                Action::Delay { spike, .. } => *spike = Some(new_spike),
+                _ => {
+                    return Err((
+                        offset,
+                        ErrorKind::Misplaced {
+                            key: "spike",
+                            belongs_to: "delay=",
+                        },
+                    ))
+                }
+            }
+        }
+        Ok(Rule {
+            ops,
+            path: self.path,
+            action,
+            when: self.when,
+        })
+    }
+}
+
+/// Parses one rule string such as `"write path=**/*.tmp error=ENOSPC p=0.1"`.
+///
+/// ```
+/// let rule = fault_inject::parse_rule("read,write delay=5ms..20ms p=0.5").unwrap();
+/// assert_eq!(rule.to_string(), "read,write delay=5ms..20ms p=0.5");
+///
+/// let err = fault_inject::parse_rule("write short=9..1").unwrap_err();
+/// assert!(err.to_string().contains("runs backwards"));
+/// ```
+pub fn parse_rule(text: &str) -> Result<Rule, RuleError> {
+    parse_words(text, &words(text))
+}
+
+/// Parses a rule from pre-split `(offset, word)` pairs of `text`; shared with the TOML loader.
+pub(crate) fn parse_words(text: &str, words: &[(usize, &str)]) -> Result<Rule, RuleError> {
+    let error = |offset: usize, kind| RuleError {
+        rule: text.to_string(),
+        offset,
+        kind,
+    };
+    let Some(&(ops_offset, ops_word)) = words.first() else {
+        return Err(error(0, ErrorKind::Empty));
+    };
+    let ops = parse_ops(ops_word).map_err(|kind| error(ops_offset, kind))?;
+    let mut builder = Builder::default();
+    for &(offset, word) in &words[1..] {
+        let (key, value) = match word.split_once('=') {
+            Some((key, value)) => (key, Some(value)),
+            None => (word, None),
+        };
+        let before = (builder.burst.is_some(), builder.spike.is_some());
+        builder
+            .word(key, value)
+            .map_err(|kind| error(offset, kind))?;
+        // Remember where modifiers stood, to point at them if they turn out misplaced.
+        if !before.0 {
+            if let Some(burst) = &mut builder.burst {
+                burst.0 = offset;
+            }
+        }
+        if !before.1 {
+            if let Some(spike) = &mut builder.spike {
+                spike.0 = offset;
+            }
+        }
+    }
+    builder.finish(ops).map_err(|(offset, kind)| {
+        let offset = if offset == usize::MAX {
+            text.trim_end().len()
+        } else {
+            offset
+        };
+        error(offset, kind)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn examples_from_the_docs_parse() {
+        for text in [
+            "fsync delay=250ms",
+            "read,write delay=5ms..20ms",
+            "write short=1..512",
+            "write path=**/*.tmp error=ENOSPC p=0.1",
+            "* throttle=4MiB/s",
+            "read hang",
+            "read hang=5s",
+            "rename crash after=2",
+            "read delay=lognormal(2ms,0.5) spike=0.001:200ms",
+            "read,write iops=100 burst=10",
+        ] {
+            let rule = parse_rule(text).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(parse_rule(&rule.to_string()).unwrap(), rule, "{text}");
+        }
+    }
+
+    #[test]
+    fn spaces_inside_parentheses_are_one_word() {
+        let rule = parse_rule("read delay=normal(10ms, 2ms)").unwrap();
+        assert_eq!(
+            rule.action,
+            Action::Delay {
+                dist: DelayDist::Normal {
+                    mean: Duration::from_millis(10),
+                    sd: Duration::from_millis(2)
+                },
+                spike: None
+            }
+        );
+    }
+
+    #[test]
+    fn errors_point_at_the_word_and_say_the_fix() {
+        let err = parse_rule("read,wirte delay=1ms").unwrap_err();
+        assert_eq!(err.offset, 0);
+        assert!(matches!(err.kind, ErrorKind::UnknownOp(ref op) if op == "wirte"));
+
+        let err = parse_rule("read delay=1ms error=EIO").unwrap_err();
+        assert_eq!(err.offset, 15);
+        assert!(err.to_string().contains("write a second rule"), "{err}");
+
+        let err = parse_rule("read delay").unwrap_err();
+        assert!(err.to_string().contains("delay=20ms"), "{err}");
+
+        let err = parse_rule("read p=0.5").unwrap_err();
+        assert_eq!(err.kind, ErrorKind::MissingAction);
+
+        let err = parse_rule("read error=EWHAT").unwrap_err();
+        assert!(err.to_string().contains("ENOSPC"), "{err}");
+
+        let err = parse_rule("read delay=1ms burst=5").unwrap_err();
+        assert_eq!(err.offset, 15);
+
+        let err = parse_rule("   ").unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Empty);
+
+        let rendered = parse_rule("write short=9..1").unwrap_err().to_string();
+        assert!(rendered.ends_with("          ^"), "{rendered}");
+    }
+}

@@ -1,0 +1,379 @@
+//! The live fault plan: rules with their own seeded RNGs, counters and buckets,
+//! asked once per request what to do.
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::op::Op;
+use crate::rule::{Action, Rule};
+use crate::throttle::TokenBucket;
+
+/// What to do to one request: the combined effect of every rule that fired on it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Verdict {
+    /// Hold the request this long before doing it (delays and throttle waits add up).
+    pub delay: Duration,
+    /// Hold the request until released, or at most this long (`Some(None)`: no timeout).
+    pub hang: Option<Option<Duration>>,
+    /// Fail the request with this errno instead of doing it.
+    pub error: Option<i32>,
+    /// Move at most this many bytes.
+    pub short_to: Option<u64>,
+    /// Crash (power loss) at this request.
+    pub crash: bool,
+    /// Ids of the rules that fired.
+    pub fired: Vec<u64>,
+}
+
+impl Verdict {
+    /// Whether no rule fired.
+    pub fn is_clean(&self) -> bool {
+        self.fired.is_empty()
+    }
+}
+
+/// A rule as the plan holds it, with its runtime state.
+#[derive(Debug)]
+struct ActiveRule {
+    id: u64,
+    rule: Rule,
+    state: Mutex<RuleState>,
+}
+
+#[derive(Debug)]
+struct RuleState {
+    rng: ChaCha8Rng,
+    matched: u64,
+    bytes: u64,
+    fired: u64,
+    bucket: Option<TokenBucket>,
+}
+
+/// A snapshot of one rule for `ctl rules` and stats.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleReport {
+    /// Stable id, for `ctl clear ID`.
+    pub id: u64,
+    /// The rule as a rule string.
+    pub text: String,
+    /// Requests it matched.
+    pub matched: u64,
+    /// Requests it fired on.
+    pub fired: u64,
+}
+
+/// The rules in force, shared by every request-handling thread.
+///
+/// Locks are held only to read counters and draw numbers, never while a request waits.
+#[derive(Debug)]
+pub struct FaultPlan {
+    seed: u64,
+    start: Instant,
+    rules: RwLock<Arc<Vec<Arc<ActiveRule>>>>,
+    next_id: Mutex<u64>,
+}
+
+impl FaultPlan {
+    /// A plan with these rules; every rule's RNG is derived from `seed` and its id.
+    pub fn new(seed: u64, rules: impl IntoIterator<Item = Rule>) -> FaultPlan {
+        let plan = FaultPlan {
+            seed,
+            start: Instant::now(),
+            rules: RwLock::new(Arc::new(Vec::new())),
+            next_id: Mutex::new(1),
+        };
+        for rule in rules {
+            plan.add(rule);
+        }
+        plan
+    }
+
+    /// The run seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Adds a rule at runtime; returns its id.
+    pub fn add(&self, rule: Rule) -> u64 {
+        let id = {
+            let mut next = self.next_id.lock().unwrap();
+            let id = *next;
+            *next += 1;
+            id
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        rng.set_stream(id);
+        let bucket = match rule.action {
+            Action::Throttle { rate, burst } => {
+                let rate = rate as f64;
+                Some(TokenBucket::new(
+                    rate,
+                    burst.map_or(rate * 0.1, |b| b as f64),
+                ))
+            }
+            Action::Iops { rate, burst } => {
+                let rate = rate as f64;
+                Some(TokenBucket::new(
+                    rate,
+                    burst.map_or((rate * 0.1).max(1.0), |b| b as f64),
+                ))
+            }
+            _ => None,
+        };
+        let active = Arc::new(ActiveRule {
+            id,
+            rule,
+            state: Mutex::new(RuleState {
+                rng,
+                matched: 0,
+                bytes: 0,
+                fired: 0,
+                bucket,
+            }),
+        });
+        let mut rules = self.rules.write().unwrap();
+        let mut next = Vec::clone(&rules);
+        next.push(active);
+        *rules = Arc::new(next);
+        id
+    }
+
+    /// Removes one rule by id (`Some`) or every rule (`None`); returns how many went.
+    pub fn clear(&self, id: Option<u64>) -> usize {
+        let mut rules = self.rules.write().unwrap();
+        let before = rules.len();
+        let kept: Vec<_> = rules
+            .iter()
+            .filter(|r| id.is_some_and(|id| r.id != id))
+            .cloned()
+            .collect();
+        *rules = Arc::new(kept);
+        before - rules.len()
+    }
+
+    /// The rules in force, in the order they were added.
+    pub fn rules(&self) -> Vec<Rule> {
+        self.current().iter().map(|r| r.rule.clone()).collect()
+    }
+
+    /// Each rule with its counters.
+    pub fn report(&self) -> Vec<RuleReport> {
+        self.current()
+            .iter()
+            .map(|r| {
+                let state = r.state.lock().unwrap();
+                RuleReport {
+                    id: r.id,
+                    text: r.rule.to_string(),
+                    matched: state.matched,
+                    fired: state.fired,
+                }
+            })
+            .collect()
+    }
+
+    /// Whether any rule in force could touch reads or writes of `path`.
+    pub fn touches_data_path(&self, path: &str) -> bool {
+        self.current().iter().any(|r| {
+            r.rule.touches_data_path()
+                && r.rule.path.as_ref().is_none_or(|glob| glob.is_match(path))
+        })
+    }
+
+    /// Whether any rule in force can crash the mount.
+    pub fn has_crash_rule(&self) -> bool {
+        self.current()
+            .iter()
+            .any(|r| matches!(r.rule.action, Action::Crash))
+    }
+
+    fn current(&self) -> Arc<Vec<Arc<ActiveRule>>> {
+        Arc::clone(&self.rules.read().unwrap())
+    }
+
+    /// Decides what happens to one request: `op` on mount-relative `path`, asking to
+    /// move `bytes` bytes (0 for requests that move none).
+    pub fn decide(&self, op: Op, path: &str, bytes: u64) -> Verdict {
+        let rules = self.current();
+        let mut verdict = Verdict::default();
+        if rules.is_empty() {
+            return verdict;
+        }
+        let now = self.start.elapsed().as_secs_f64();
+        for active in rules.iter().filter(|r| r.rule.matches(op, path)) {
+            let mut state = active.state.lock().unwrap();
+            if !fires(&active.rule, &mut state, bytes) {
+                continue;
+            }
+            state.fired += 1;
+            verdict.fired.push(active.id);
+            let RuleState { rng, bucket, .. } = &mut *state;
+            match &active.rule.action {
+                Action::Delay { dist, spike } => {
+                    verdict.delay += dist.sample(rng);
+                    if let Some(spike) = spike {
+                        if rng.gen_bool(spike.p) {
+                            verdict.delay += spike.extra;
+                        }
+                    }
+                }
+                Action::Error(errno) => {
+                    verdict.error.get_or_insert(*errno);
+                }
+                Action::Short { min, max } => {
+                    let moved = rng.gen_range(*min..=*max).min(bytes);
+                    verdict.short_to = Some(verdict.short_to.map_or(moved, |s| s.min(moved)));
+                }
+                Action::Throttle { .. } | Action::Iops { .. } => {
+                    let amount = match active.rule.action {
+                        Action::Throttle { .. } => bytes as f64,
+                        _ => 1.0,
+                    };
+                    let bucket = bucket.as_mut().expect("bucket made with the rule");
+                    verdict.delay += Duration::from_secs_f64(bucket.take(now, amount));
+                }
+                Action::Hang { timeout } => {
+                    // The longest hang wins; one without a timeout outlasts all.
+                    verdict.hang = Some(match (verdict.hang, timeout) {
+                        (None, t) => *t,
+                        (Some(None), _) | (_, None) => None,
+                        (Some(Some(a)), Some(b)) => Some(a.max(*b)),
+                    });
+                }
+                Action::Crash => verdict.crash = true,
+            }
+        }
+        verdict
+    }
+}
+
+/// Counts a matching request and says whether the rule's trigger fires on it.
+fn fires(rule: &Rule, state: &mut RuleState, bytes: u64) -> bool {
+    state.matched += 1;
+    let bytes_before = state.bytes;
+    state.bytes += bytes;
+    let when = &rule.when;
+    if when.after.is_some_and(|after| state.matched <= after) {
+        return false;
+    }
+    if when.every.is_some_and(|every| state.matched % every != 0) {
+        return false;
+    }
+    if when
+        .after_bytes
+        .is_some_and(|quota| bytes_before + bytes <= quota)
+    {
+        return false;
+    }
+    when.p.is_none_or(|p| state.rng.gen_bool(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_rule;
+
+    fn plan(seed: u64, rules: &[&str]) -> FaultPlan {
+        FaultPlan::new(seed, rules.iter().map(|r| parse_rule(r).unwrap()))
+    }
+
+    #[test]
+    fn rules_match_ops_and_paths() {
+        let plan = plan(1, &["write path=**/*.tmp error=ENOSPC"]);
+        assert_eq!(
+            plan.decide(Op::Write, "a/b.tmp", 10).error,
+            Some(libc::ENOSPC)
+        );
+        assert!(plan.decide(Op::Write, "a/b.txt", 10).is_clean());
+        assert!(plan.decide(Op::Read, "a/b.tmp", 10).is_clean());
+    }
+
+    #[test]
+    fn after_and_every_count_matching_requests() {
+        let plan = plan(1, &["rename crash after=2", "fsync error=EIO every=3"]);
+        let crashes: Vec<bool> = (0..4)
+            .map(|_| plan.decide(Op::Rename, "x", 0).crash)
+            .collect();
+        assert_eq!(crashes, [false, false, true, true]);
+        let errors: Vec<bool> = (0..6)
+            .map(|_| plan.decide(Op::Fsync, "x", 0).error.is_some())
+            .collect();
+        assert_eq!(errors, [false, false, true, false, false, true]);
+    }
+
+    #[test]
+    fn after_bytes_is_a_quota() {
+        let plan = plan(1, &["write after_bytes=10KiB error=ENOSPC"]);
+        let results: Vec<bool> = (0..4)
+            .map(|_| plan.decide(Op::Write, "f", 4096).error.is_some())
+            .collect();
+        assert_eq!(results, [false, false, true, true]);
+    }
+
+    #[test]
+    fn same_seed_same_faults_and_rules_draw_independently() {
+        let draws = |seed, with_other_rule: bool| {
+            let mut rules = vec!["read error=EIO p=0.3"];
+            if with_other_rule {
+                rules.push("write delay=1ms..9ms");
+            }
+            let plan = plan(seed, &rules);
+            (0..200)
+                .map(|i| {
+                    if with_other_rule && i % 2 == 0 {
+                        plan.decide(Op::Write, "f", 1);
+                    }
+                    plan.decide(Op::Read, "f", 1).error.is_some()
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(draws(42, false), draws(42, false));
+        assert_eq!(
+            draws(42, false),
+            draws(42, true),
+            "another rule must not shift draws"
+        );
+        assert_ne!(draws(42, false), draws(43, false));
+        let fired = draws(42, false).iter().filter(|&&f| f).count();
+        assert!((30..90).contains(&fired), "p=0.3 of 200 fired {fired}");
+    }
+
+    #[test]
+    fn short_never_exceeds_the_request() {
+        let plan = plan(3, &["read short=1..512"]);
+        for _ in 0..1000 {
+            let to = plan.decide(Op::Read, "f", 100).short_to.unwrap();
+            assert!((1..=100).contains(&to));
+        }
+    }
+
+    #[test]
+    fn effects_combine() {
+        let plan = plan(
+            1,
+            &[
+                "read delay=10ms",
+                "read delay=5ms",
+                "read hang=2s",
+                "read error=EIO",
+            ],
+        );
+        let v = plan.decide(Op::Read, "f", 1);
+        assert_eq!(v.delay, Duration::from_millis(15));
+        assert_eq!(v.hang, Some(Some(Duration::from_secs(2))));
+        assert_eq!(v.error, Some(libc::EIO));
+        assert_eq!(v.fired, vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn clear_removes_by_id_or_all() {
+        let plan = plan(1, &["read delay=1ms", "write delay=1ms"]);
+        assert_eq!(plan.clear(Some(1)), 1);
+        assert_eq!(plan.report()[0].id, 2);
+        assert_eq!(plan.clear(None), 1);
+        assert!(plan.rules().is_empty());
+    }
+}

@@ -175,6 +175,16 @@ impl FaultPlan {
             .collect()
     }
 
+    /// Whether no rule is in force (the fast path: nothing to decide).
+    pub fn is_empty(&self) -> bool {
+        self.current().is_empty()
+    }
+
+    /// Whether any rule in force names `op`.
+    pub fn matches_op(&self, op: Op) -> bool {
+        self.current().iter().any(|r| r.rule.ops.contains(op))
+    }
+
     /// Whether any rule in force could touch reads or writes of `path`.
     pub fn touches_data_path(&self, path: &str) -> bool {
         self.current().iter().any(|r| {

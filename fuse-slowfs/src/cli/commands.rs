@@ -1,0 +1,230 @@
+//! What each subcommand does.
+
+use std::ffi::OsString;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use fault_inject::{FaultSpec, PROFILES};
+use nix::sys::signal::{SigSet, Signal};
+use slowfs::control::{default_socket, request, Command as CtlCommand};
+use slowfs::{Mount, MountConfig};
+
+use super::signals::block_termination;
+use super::{CtlAction, FaultArgs};
+
+/// Builds the fault spec from `--profile`, `--config` and `--set`, in that order.
+fn spec(args: &FaultArgs) -> anyhow::Result<FaultSpec> {
+    let mut spec = FaultSpec::default();
+    for profile in &args.profile {
+        spec.add_profile(profile)?;
+    }
+    if let Some(file) = &args.config {
+        spec.add_file(file)?;
+    }
+    for (i, rule) in args.rules.iter().enumerate() {
+        spec.add_rule(&format!("--set #{}", i + 1), rule)?;
+    }
+    if args.seed.is_some() {
+        spec.seed = args.seed;
+    }
+    Ok(spec)
+}
+
+fn config(args: &FaultArgs, backing: PathBuf, mountpoint: PathBuf) -> anyhow::Result<MountConfig> {
+    let mut config = MountConfig::new(backing, mountpoint);
+    config.spec = spec(args)?;
+    config.allow_other = args.allow_other;
+    config.threads = args.threads;
+    config.control = Some(args.ctl_socket.clone());
+    Ok(config)
+}
+
+fn announce(mount: &Mount, seeded: bool, backing: &std::path::Path) {
+    eprintln!(
+        "slowfs: mounted {} over {} ({} rule(s))",
+        mount.mountpoint().display(),
+        backing.display(),
+        mount.plan().rules().len()
+    );
+    if !seeded {
+        eprintln!(
+            "slowfs: seed {0} (pass --seed {0} to reproduce)",
+            mount.seed()
+        );
+    }
+    if let Some(socket) = mount.control_socket() {
+        eprintln!(
+            "slowfs: control: slowfs ctl {} stats|rules|set RULE|clear|release  (socket {})",
+            mount.mountpoint().display(),
+            socket.display()
+        );
+    }
+}
+
+pub fn mount(args: FaultArgs, mountpoint: PathBuf) -> anyhow::Result<ExitCode> {
+    let signals = block_termination();
+    let (backing, _temp) = backing_dir(&args)?;
+    let mount = Mount::start(config(&args, backing.clone(), mountpoint)?)?;
+    announce(&mount, args.seed.is_some(), &backing);
+    eprintln!("slowfs: running until SIGINT/SIGTERM (Ctrl-C)");
+    let signal = signals.wait().context("waiting for a signal")?;
+    eprintln!("slowfs: {signal}, unmounting");
+    eprint!("{}", mount.stats().render());
+    mount.unmount().context("unmounting")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The backing directory: `--backing`, or a fresh temporary one (removed afterwards).
+fn backing_dir(args: &FaultArgs) -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
+    match &args.backing {
+        Some(dir) => Ok((dir.clone(), None)),
+        None => {
+            let temp = tempfile::Builder::new()
+                .prefix("slowfs-backing-")
+                .tempdir()
+                .context("creating a temporary backing directory")?;
+            Ok((temp.path().to_path_buf(), Some(temp)))
+        }
+    }
+}
+
+pub fn run(args: FaultArgs, quiet: bool, command: Vec<OsString>) -> anyhow::Result<ExitCode> {
+    let signals = block_termination();
+    let (backing, _temp_backing) = backing_dir(&args)?;
+    let mountpoint = tempfile::Builder::new()
+        .prefix("slowfs-mnt-")
+        .tempdir()
+        .context("creating a temporary mountpoint")?;
+    let mount = Mount::start(config(&args, backing.clone(), mountpoint.path().into())?)?;
+    if !quiet {
+        announce(&mount, args.seed.is_some(), &backing);
+    }
+    let mut child = std::process::Command::new(&command[0]);
+    child
+        .args(&command[1..])
+        .env("SLOWFS_MOUNT", mount.mountpoint())
+        .env("SLOWFS_SEED", mount.seed().to_string());
+    if let Some(socket) = mount.control_socket() {
+        child.env("SLOWFS_CTL", socket);
+    }
+    // SAFETY: only async-signal-safe calls (sigprocmask) between fork and exec.
+    unsafe {
+        child.pre_exec(|| {
+            SigSet::all()
+                .thread_unblock()
+                .map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    let mut child = match child.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            drop(mount);
+            bail!("cannot start {:?}: {e}", command[0]);
+        }
+    };
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // Signals to slowfs go on to the command; slowfs unmounts once it has exited.
+    std::thread::spawn(move || loop {
+        if let Ok(signal) = signals.wait() {
+            let _ = nix::sys::signal::kill(pid, signal);
+        }
+    });
+    let status = child.wait().context("waiting for the command")?;
+    if !quiet {
+        eprint!("{}", mount.stats().render());
+    }
+    mount.unmount().context("unmounting")?;
+    let code = match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => {
+            if !quiet {
+                let name = Signal::try_from(signal).map_or("?", |s| s.as_str());
+                eprintln!("slowfs: command killed by {name}");
+            }
+            128 + signal
+        }
+        _ => 1,
+    };
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+pub fn ctl(
+    mountpoint: PathBuf,
+    socket: Option<PathBuf>,
+    action: CtlAction,
+) -> anyhow::Result<ExitCode> {
+    let socket = socket.unwrap_or_else(|| default_socket(&mountpoint));
+    let (command, json) = match action {
+        CtlAction::Stats { json } => (CtlCommand::Stats, json),
+        CtlAction::Set { rule } => (CtlCommand::Set { rule }, false),
+        CtlAction::Clear { id } => (CtlCommand::Clear { id }, false),
+        CtlAction::Rules => (CtlCommand::Rules, false),
+        CtlAction::Release => (CtlCommand::Release, false),
+    };
+    let response = request(&socket, &command)?;
+    if !response.ok {
+        eprintln!("slowfs ctl: {}", response.message);
+        return Ok(ExitCode::FAILURE);
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&response.data)?);
+    } else {
+        println!("{}", response.message.trim_end());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn profiles(name: Option<String>) -> anyhow::Result<ExitCode> {
+    match name {
+        None => {
+            for p in PROFILES {
+                println!("{:<18} {}", p.name, p.summary);
+            }
+            println!("\n`slowfs profiles NAME` shows a profile's rules and sources.");
+        }
+        Some(name) => {
+            let Some(p) = fault_inject::profile(&name) else {
+                let names: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
+                bail!("unknown profile '{name}' (built-in: {})", names.join(", "));
+            };
+            println!(
+                "{}: {}\n\nwhere the numbers come from: {}\n\nrules:",
+                p.name, p.summary, p.source
+            );
+            for rule in p.rules {
+                println!("  {rule}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn check(file: PathBuf) -> anyhow::Result<ExitCode> {
+    let mut spec = FaultSpec::default();
+    spec.add_file(&file)?;
+    println!("{}: ok, {} rule(s)", file.display(), spec.rules.len());
+    if let Some(seed) = spec.seed {
+        println!("seed {seed}");
+    }
+    for rule in &spec.rules {
+        println!("  {rule}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn umount(mountpoint: Option<PathBuf>, all: bool) -> anyhow::Result<ExitCode> {
+    let targets = match (mountpoint, all) {
+        (Some(mp), false) => vec![mp],
+        (None, true) => slowfs::mount::slowfs_mounts(),
+        _ => bail!("give a mountpoint or --all"),
+    };
+    for target in targets {
+        slowfs::mount::force_unmount(&target)
+            .with_context(|| format!("unmounting {}", target.display()))?;
+        println!("unmounted {}", target.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,163 @@
+//! Command-line interface.
+
+mod commands;
+mod signals;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+const RULE_HELP: &str = "\
+RULES
+  A rule is OPS [path=GLOB] ACTION [CONDITIONS], e.g.
+    \"fsync delay=250ms\"                      every fsync takes 250 ms
+    \"read,write delay=5ms..20ms\"             uniform delay
+    \"read delay=lognormal(2ms,0.5) spike=0.001:200ms\"
+    \"write short=1..512\"                     writes move 1..512 bytes
+    \"write path=**/*.tmp error=ENOSPC p=0.1\" 10% of writes to *.tmp fail
+    \"* throttle=4MiB/s\"                      shared bandwidth cap (burst= sets the bucket)
+    \"read,write iops=100\"                    request-rate cap
+    \"read hang\"                              hold reads until `slowfs ctl MNT release`
+    \"read hang=5s\"                           ... or at most 5 s
+  OPS: * or a comma list of lookup getattr setattr open create read write flush fsync
+       fdatasync fsyncdir release mkdir mknod rmdir unlink rename link symlink readlink
+       opendir readdir releasedir statfs access fallocate lseek copy_file_range xattr
+  CONDITIONS: p=P (probability), after=N (skip the first N), every=N,
+              after_bytes=SIZE (a quota on bytes moved by matching requests)
+  Globs match the path relative to the mount root; * stays in one directory, ** crosses.";
+
+/// slowfs: a FUSE filesystem that makes storage slow, flaky and crash-prone on demand.
+#[derive(Debug, Parser)]
+#[command(version, about, after_help = RULE_HELP)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Mount slowfs in the foreground until SIGINT/SIGTERM, then unmount cleanly.
+    #[command(after_help = RULE_HELP)]
+    Mount {
+        #[command(flatten)]
+        faults: FaultArgs,
+        /// Where to mount (an existing, empty directory).
+        mountpoint: PathBuf,
+    },
+    /// Mount on a fresh temporary mountpoint, run CMD with SLOWFS_MOUNT set to it,
+    /// unmount, print stats to stderr and exit with CMD's status.
+    #[command(after_help = RULE_HELP)]
+    Run {
+        #[command(flatten)]
+        faults: FaultArgs,
+        /// Print no stats summary at the end.
+        #[arg(long)]
+        quiet: bool,
+        /// The command and its arguments.
+        #[arg(required = true, last = true)]
+        command: Vec<std::ffi::OsString>,
+    },
+    /// Talk to a running mount: stats, set/clear/list rules, release hangs.
+    Ctl {
+        /// The mountpoint of a running slowfs.
+        mountpoint: PathBuf,
+        /// Control socket, if the mount was started with --ctl-socket.
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        #[command(subcommand)]
+        action: CtlAction,
+    },
+    /// List the built-in profiles (or show one) with where their numbers come from.
+    Profiles {
+        /// A profile to show in full.
+        name: Option<String>,
+    },
+    /// Validate a TOML config and print the rules it gives.
+    Check {
+        /// The config file.
+        file: PathBuf,
+    },
+    /// Unmount a slowfs, also a dead one whose daemon was killed.
+    Umount {
+        /// The mountpoint; with --all, every slowfs mount.
+        mountpoint: Option<PathBuf>,
+        /// Unmount every slowfs in /proc/mounts.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum CtlAction {
+    /// Per-operation counts, bytes, latency (p50/p99/max) and rule hits.
+    Stats {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a rule, e.g. `slowfs ctl /mnt/slow set "read delay=50ms"`.
+    Set {
+        /// The rule string.
+        rule: String,
+    },
+    /// Remove rule ID (see `rules`), or every rule.
+    Clear {
+        /// The rule id; all rules if omitted.
+        id: Option<u64>,
+    },
+    /// List the rules in force with their ids and hit counts.
+    Rules,
+    /// Release every request held by a `hang` rule.
+    Release,
+}
+
+/// Where the rules come from, shared by `mount` and `run`.
+#[derive(Debug, Args)]
+struct FaultArgs {
+    /// The directory to show through the mount (default: a fresh temporary directory).
+    #[arg(long)]
+    backing: Option<PathBuf>,
+    /// A built-in profile (see `slowfs profiles`); may be repeated.
+    #[arg(long)]
+    profile: Vec<String>,
+    /// A TOML config file (see `slowfs check`).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// A rule string; may be repeated. See RULES below.
+    #[arg(long = "set", value_name = "RULE")]
+    rules: Vec<String>,
+    /// Seed for every random choice (printed when not given); the same seed and the
+    /// same requests give the same faults.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Let other users use the mount; the kernel then enforces file modes.
+    #[arg(long)]
+    allow_other: bool,
+    /// FUSE worker threads (delays and hangs do not occupy them).
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Control socket path (default: /run/slowfs/HASH.sock, found by `slowfs ctl MNT`).
+    #[arg(long)]
+    ctl_socket: Option<PathBuf>,
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Mount { faults, mountpoint } => commands::mount(faults, mountpoint),
+        Command::Run {
+            faults,
+            quiet,
+            command,
+        } => commands::run(faults, quiet, command),
+        Command::Ctl {
+            mountpoint,
+            socket,
+            action,
+        } => commands::ctl(mountpoint, socket, action),
+        Command::Profiles { name } => commands::profiles(name),
+        Command::Check { file } => commands::check(file),
+        Command::Umount { mountpoint, all } => commands::umount(mountpoint, all),
+    }
+}

@@ -1,0 +1,280 @@
+//! The control socket: `slowfs ctl MOUNTPOINT ...` talks to a running mount over a
+//! Unix socket (mode 0600), one JSON request and one JSON acknowledgement per line.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use fault_inject::{parse_rule, Action};
+use serde::{Deserialize, Serialize};
+
+use crate::fs::Inner;
+
+/// A request to a running mount.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Command {
+    /// Counters, latency and per-rule hits.
+    Stats,
+    /// Add a rule.
+    Set {
+        /// The rule string.
+        rule: String,
+    },
+    /// Remove one rule (by id) or all.
+    Clear {
+        /// The rule id from `rules`; all rules when absent.
+        id: Option<u64>,
+    },
+    /// List the rules in force.
+    Rules,
+    /// Release every hung request.
+    Release,
+}
+
+/// The acknowledgement of a request.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Response {
+    /// Whether the command was carried out.
+    pub ok: bool,
+    /// What happened, for people.
+    pub message: String,
+    /// Structured result (stats, rules), if any.
+    #[serde(default)]
+    pub data: serde_json::Value,
+}
+
+impl Response {
+    fn ok(message: impl Into<String>, data: serde_json::Value) -> Response {
+        Response {
+            ok: true,
+            message: message.into(),
+            data,
+        }
+    }
+
+    fn fail(message: impl Into<String>) -> Response {
+        Response {
+            ok: false,
+            message: message.into(),
+            data: serde_json::Value::Null,
+        }
+    }
+}
+
+/// Where the control socket of a mount at `mountpoint` lives, unless given explicitly:
+/// `$SLOWFS_RUNTIME_DIR`, else `/run/slowfs` for root, else `$XDG_RUNTIME_DIR/slowfs`,
+/// else `/tmp/slowfs-UID`; named after a hash of the canonical mountpoint.
+pub fn default_socket(mountpoint: &Path) -> PathBuf {
+    let canonical = mountpoint
+        .canonicalize()
+        .unwrap_or_else(|_| mountpoint.to_path_buf());
+    let mut hash: u64 = 0xcbf29ce484222325;
+    for byte in canonical.as_os_str().as_encoded_bytes() {
+        hash = (hash ^ *byte as u64).wrapping_mul(0x100000001b3);
+    }
+    runtime_dir().join(format!("{hash:016x}.sock"))
+}
+
+fn runtime_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SLOWFS_RUNTIME_DIR") {
+        return dir.into();
+    }
+    // SAFETY: plain id query.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
+        return "/run/slowfs".into();
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(dir) => PathBuf::from(dir).join("slowfs"),
+        None => std::env::temp_dir().join(format!("slowfs-{uid}")),
+    }
+}
+
+/// A running control server; stops and removes its socket on drop.
+#[derive(Debug)]
+pub struct ControlServer {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ControlServer {
+    /// Listens on `path` for commands to the mount behind `inner`.
+    pub fn start(path: PathBuf, inner: Arc<Inner>) -> std::io::Result<ControlServer> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
+        if UnixStream::connect(&path).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!(
+                    "control socket {} is in use by another slowfs",
+                    path.display()
+                ),
+            ));
+        }
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::Builder::new()
+                .name("slowfs-ctl".into())
+                .spawn(move || serve(listener, inner, stop))?
+        };
+        Ok(ControlServer {
+            path,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag.
+        let _ = UnixStream::connect(&self.path);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn serve(listener: UnixListener, inner: Arc<Inner>, stop: Arc<AtomicBool>) {
+    for stream in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(stream) = stream else { continue };
+        let inner = Arc::clone(&inner);
+        let _ = std::thread::Builder::new()
+            .name("slowfs-ctl-conn".into())
+            .spawn(move || {
+                let _ = converse(stream, &inner);
+            });
+    }
+}
+
+fn converse(stream: UnixStream, inner: &Inner) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut writer = stream.try_clone()?;
+    for line in BufReader::new(stream).lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let response = match serde_json::from_str::<Command>(&line) {
+            Ok(command) => execute(inner, command),
+            Err(e) => Response::fail(format!("bad request {line:?}: {e}")),
+        };
+        let mut text = serde_json::to_string(&response).expect("responses serialize");
+        text.push('\n');
+        writer.write_all(text.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Carries out one command against a mount.
+pub fn execute(inner: &Inner, command: Command) -> Response {
+    match command {
+        Command::Stats => {
+            let report = inner.stats.report(inner.plan.report());
+            Response::ok(
+                report.render(),
+                serde_json::to_value(&report).expect("stats serialize"),
+            )
+        }
+        Command::Set { rule } => match parse_rule(&rule) {
+            Ok(rule) if matches!(rule.action, Action::Crash) => Response::fail(
+                "crash rules need a mount started with a crash model (--crash-model strict)",
+            ),
+            Ok(rule) => {
+                let text = rule.to_string();
+                let id = inner.plan.add(rule);
+                Response::ok(
+                    format!("added rule #{id}: {text}"),
+                    serde_json::json!({ "id": id }),
+                )
+            }
+            Err(e) => Response::fail(e.to_string()),
+        },
+        Command::Clear { id } => {
+            let removed = inner.plan.clear(id);
+            match (id, removed) {
+                (Some(id), 0) => {
+                    Response::fail(format!("no rule #{id} (see `slowfs ctl MOUNTPOINT rules`)"))
+                }
+                _ => Response::ok(
+                    format!("removed {removed} rule(s)"),
+                    serde_json::json!({ "removed": removed }),
+                ),
+            }
+        }
+        Command::Rules => {
+            let rules = inner.plan.report();
+            let text = if rules.is_empty() {
+                "no rules".to_string()
+            } else {
+                rules
+                    .iter()
+                    .map(|r| format!("#{} {} (fired {}/{})", r.id, r.text, r.fired, r.matched))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            let data: Vec<_> = rules
+                .iter()
+                .map(|r| serde_json::json!({"id": r.id, "rule": r.text, "matched": r.matched, "fired": r.fired}))
+                .collect();
+            Response::ok(text, serde_json::Value::Array(data))
+        }
+        Command::Release => {
+            let released = inner.scheduler.release();
+            Response::ok(
+                format!("released {released} hung request(s)"),
+                serde_json::json!({ "released": released }),
+            )
+        }
+    }
+}
+
+/// Sends one command to the mount listening on `socket` and waits for its answer.
+pub fn request(socket: &Path, command: &Command) -> std::io::Result<Response> {
+    let stream = UnixStream::connect(socket).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!(
+                "cannot reach slowfs control socket {}: {e} (is a slowfs mounted there? \
+                 `grep '^slowfs ' /proc/mounts` lists mounts)",
+                socket.display()
+            ),
+        )
+    })?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut writer = stream.try_clone()?;
+    let mut text = serde_json::to_string(command).expect("commands serialize");
+    text.push('\n');
+    writer.write_all(text.as_bytes())?;
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line)?;
+    serde_json::from_str(&line).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("bad answer from {}: {e}", socket.display()),
+        )
+    })
+}

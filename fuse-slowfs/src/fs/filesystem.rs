@@ -1,0 +1,1200 @@
+//! `fuser::Filesystem` for slowfs: each handler names its operation, the path the
+//! rules see and the bytes it moves, and hands the syscall to `Inner::serve`.
+
+use std::ffi::{CStr, CString, OsStr};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use fault_inject::Op;
+use fuser::{
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags,
+    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+
+use super::inodes::Inode;
+use super::sys::{self, check, cvt, SysResult};
+use super::{attr, file_type, respond, Inner, SlowFs};
+use crate::stats::Outcome;
+
+const GENERATION: Generation = Generation(0);
+/// Largest request the kernel may send, and the readahead window.
+const MAX_IO: u32 = 1 << 20;
+
+/// The caller of a request that creates something: new files belong to it.
+#[derive(Clone, Copy)]
+struct Caller {
+    uid: u32,
+    gid: u32,
+}
+
+impl Caller {
+    fn of(req: &Request) -> Caller {
+        Caller {
+            uid: req.uid(),
+            gid: req.gid(),
+        }
+    }
+}
+
+impl Inner {
+    /// Looks `name` up in `parent` and registers the inode: the reply of lookup,
+    /// mkdir, mknod, symlink and link.
+    fn entry(&self, parent: u64, dir: &Inode, name: &OsStr) -> SysResult<fuser::FileAttr> {
+        let cname = sys::component(name)?;
+        let fd = sys::openat(dir.raw(), &cname, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+        let st = sys::stat_fd(sys::raw(&fd))?;
+        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        let ino = self.inodes.remember(
+            parent,
+            name.to_os_string(),
+            fd,
+            (st.st_dev, st.st_ino),
+            is_dir,
+        );
+        Ok(attr(ino, &st))
+    }
+
+    /// Gives a new node in `dir` to the caller and the exact mode asked for: the
+    /// daemon creates as itself, so ownership and masked mode bits are fixed up here.
+    fn adopt(
+        &self,
+        dir: &Inode,
+        name: &CStr,
+        caller: Caller,
+        mode: u32,
+        kind: u32,
+    ) -> SysResult<()> {
+        let parent = sys::stat_fd(dir.raw())?;
+        let inherit_gid = parent.st_mode & libc::S_ISGID != 0;
+        // SAFETY: plain id queries.
+        let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let gid = if inherit_gid { u32::MAX } else { caller.gid };
+        if caller.uid != euid || (gid != u32::MAX && gid != egid) {
+            sys::chown_at(dir.raw(), name, caller.uid, gid)?;
+        }
+        if kind == libc::S_IFLNK {
+            return Ok(());
+        }
+        let special = libc::S_ISUID | libc::S_ISGID | libc::S_ISVTX;
+        if mode & self.umask != 0 || mode & special != 0 {
+            let mut mode = mode & 0o7777;
+            if kind == libc::S_IFDIR && inherit_gid {
+                mode |= libc::S_ISGID;
+            }
+            // SAFETY: plain syscall with a valid C string.
+            check(unsafe { libc::fchmodat(dir.raw(), name.as_ptr(), mode, 0) })?;
+        }
+        Ok(())
+    }
+
+    /// Whether reads and writes of this file must bypass the page cache, so that
+    /// every one reaches the rules and short counts reach the caller.
+    fn open_flags(&self, path: &str) -> FopenFlags {
+        if self.plan.touches_data_path(path) {
+            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+        } else {
+            FopenFlags::empty()
+        }
+    }
+}
+
+/// Flags for the backing open: the caller's, minus those that only make sense to
+/// the kernel's side (O_DIRECT would demand aligned daemon buffers).
+fn backing_flags(flags: i32) -> i32 {
+    flags & !(libc::O_DIRECT | libc::O_NOCTTY)
+}
+
+fn time_spec(time: Option<TimeOrNow>) -> libc::timespec {
+    match time {
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(TimeOrNow::Now) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(TimeOrNow::SpecificTime(t)) => {
+            let since = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+            libc::timespec {
+                tv_sec: since.as_secs() as i64,
+                tv_nsec: since.subsec_nanos() as i64,
+            }
+        }
+    }
+}
+
+impl Filesystem for SlowFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config.set_max_write(MAX_IO);
+        let _ = config.set_max_readahead(MAX_IO);
+        let _ = config.set_max_background(64);
+        let _ = config.set_congestion_threshold(48);
+        let wanted = InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_ATOMIC_O_TRUNC
+            | InitFlags::FUSE_ASYNC_DIO
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+        let supported = config.capabilities() & wanted;
+        let _ = config.add_capabilities(supported);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        self.inner.scheduler.shutdown();
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let inner = &self.inner;
+        let path = inner.child_path(parent.0, name);
+        let name = name.to_os_string();
+        inner.serve(
+            Op::Lookup,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = inner
+                    .inodes
+                    .get(parent)
+                    .and_then(|dir| inner.entry(parent.0, &dir, &name));
+                let ttl = inner.ttl();
+                respond(reply, result, |r, a| {
+                    r.entry(&ttl, &a, GENERATION);
+                    0
+                })
+            },
+        );
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.inner.inodes.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Op::Getattr,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = match fh.map(|fh| inner.handles.get(fh)) {
+                    Some(Ok(handle)) => sys::stat_fd(handle.raw()),
+                    _ => inner.inodes.get(ino).and_then(|i| sys::stat_fd(i.raw())),
+                };
+                let ttl = inner.ttl();
+                respond(reply, result, |r, st| {
+                    r.attr(&ttl, &attr(ino.0, &st));
+                    0
+                })
+            },
+        );
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Op::Setattr,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = (|| {
+                    let inode = inner.inodes.get(ino)?;
+                    let handle = fh.and_then(|fh| inner.handles.get(fh).ok());
+                    let proc_path = sys::proc_path(inode.raw());
+                    let is_symlink =
+                        sys::stat_fd(inode.raw())?.st_mode & libc::S_IFMT == libc::S_IFLNK;
+                    if let Some(mode) = mode {
+                        // SAFETY: plain syscalls on owned fds / valid C strings.
+                        check(unsafe {
+                            match &handle {
+                                Some(h) => libc::fchmod(h.raw(), mode & 0o7777),
+                                None => libc::chmod(proc_path.as_ptr(), mode & 0o7777),
+                            }
+                        })?;
+                    }
+                    if uid.is_some() || gid.is_some() {
+                        sys::chown_at(
+                            inode.raw(),
+                            c"",
+                            uid.unwrap_or(u32::MAX),
+                            gid.unwrap_or(u32::MAX),
+                        )?;
+                    }
+                    if let Some(size) = size {
+                        // SAFETY: as above.
+                        check(unsafe {
+                            match &handle {
+                                Some(h) => libc::ftruncate(h.raw(), size as i64),
+                                None => libc::truncate(proc_path.as_ptr(), size as i64),
+                            }
+                        })?;
+                    }
+                    if (atime.is_some() || mtime.is_some()) && !is_symlink {
+                        let times = [time_spec(atime), time_spec(mtime)];
+                        // SAFETY: times is a valid two-element array.
+                        check(unsafe {
+                            match &handle {
+                                Some(h) => libc::futimens(h.raw(), times.as_ptr()),
+                                None => libc::utimensat(
+                                    libc::AT_FDCWD,
+                                    proc_path.as_ptr(),
+                                    times.as_ptr(),
+                                    0,
+                                ),
+                            }
+                        })?;
+                    }
+                    sys::stat_fd(inode.raw())
+                })();
+                let ttl = inner.ttl();
+                respond(reply, result, |r, st| {
+                    r.attr(&ttl, &attr(ino.0, &st));
+                    0
+                })
+            },
+        );
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Op::Readlink,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = inner
+                    .inodes
+                    .get(ino)
+                    .and_then(|i| sys::readlink_fd(i.raw()));
+                respond(reply, result, |r, target| {
+                    r.data(&target);
+                    0
+                })
+            },
+        );
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let inner = &self.inner;
+        let path = inner.child_path(parent.0, name);
+        let name = name.to_os_string();
+        let caller = Caller::of(req);
+        inner.serve(
+            Op::Mknod,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = (|| {
+                    let dir = inner.inodes.get(parent)?;
+                    let cname = sys::component(&name)?;
+                    // SAFETY: plain syscall with a valid C string.
+                    check(unsafe { libc::mknodat(dir.raw(), cname.as_ptr(), mode, rdev as u64) })?;
+                    inner.adopt(&dir, &cname, caller, mode, mode & libc::S_IFMT)?;
+                    inner.entry(parent.0, &dir, &name)
+                })();
+                let ttl = inner.ttl();
+                respond(reply, result, |r, a| {
+                    r.entry(&ttl, &a, GENERATION);
+                    0
+                })
+            },
+        );
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let inner = &self.inner;
+        let path = inner.child_path(parent.0, name);
+        let name = name.to_os_string();
+        let caller = Caller::of(req);
+        inner.serve(
+            Op::Mkdir,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = (|| {
+                    let dir = inner.inodes.get(parent)?;
+                    let cname = sys::component(&name)?;
+                    // SAFETY: plain syscall with a valid C string.
+                    check(unsafe { libc::mkdirat(dir.raw(), cname.as_ptr(), mode) })?;
+                    inner.adopt(&dir, &cname, caller, mode, libc::S_IFDIR)?;
+                    inner.entry(parent.0, &dir, &name)
+                })();
+                let ttl = inner.ttl();
+                respond(reply, result, |r, a| {
+                    r.entry(&ttl, &a, GENERATION);
+                    0
+                })
+            },
+        );
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(Op::Unlink, parent, name, 0, reply);
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(Op::Rmdir, parent, name, libc::AT_REMOVEDIR, reply);
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let inner = &self.inner;
+        let path = inner.child_path(parent.0, link_name);
+        let name = link_name.to_os_string();
+        let target = target.as_os_str().to_os_string();
+        let caller = Caller::of(req);
+        inner.serve(
+            Op::Symlink,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = (|| {
+                    let dir = inner.inodes.get(parent)?;
+                    let cname = sys::component(&name)?;
+                    let target = CString::new(target.as_bytes()).map_err(|_| Errno::EINVAL)?;
+                    // SAFETY: plain syscall with valid C strings.
+                    check(unsafe { libc::symlinkat(target.as_ptr(), dir.raw(), cname.as_ptr()) })?;
+                    inner.adopt(&dir, &cname, caller, 0o777, libc::S_IFLNK)?;
+                    inner.entry(parent.0, &dir, &name)
+                })();
+                let ttl = inner.ttl();
+                respond(reply, result, |r, a| {
+                    r.entry(&ttl, &a, GENERATION);
+                    0
+                })
+            },
+        );
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let inner = &self.inner;
+        let path = inner.child_path(parent.0, name);
+        let (name, newname) = (name.to_os_string(), newname.to_os_string());
+        inner.serve(
+            Op::Rename,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = (|| {
+                    let from = inner.inodes.get(parent)?;
+                    let to = inner.inodes.get(newparent)?;
+                    let (cname, cnew) = (sys::component(&name)?, sys::component(&newname)?);
+                    // SAFETY: plain syscall with valid C strings.
+                    check(unsafe {
+                        libc::renameat2(
+                            from.raw(),
+                            cname.as_ptr(),
+                            to.raw(),
+                            cnew.as_ptr(),
+                            flags.bits(),
+                        )
+                    })?;
+                    let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
+                    inner
+                        .inodes
+                        .renamed((parent.0, &name), (newparent.0, &newname), exchange);
+                    Ok(())
+                })();
+                respond(reply, result, |r, ()| {
+                    r.ok();
+                    0
+                })
+            },
+        );
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let inner = &self.inner;
+        let path = inner.child_path(newparent.0, newname);
+        let newname = newname.to_os_string();
+        inner.serve(Op::Link, &path, 0, &[], reply, move |inner, reply, _, _| {
+            let result = (|| {
+                let inode = inner.inodes.get(ino)?;
+                let dir = inner.inodes.get(newparent)?;
+                let cname = sys::component(&newname)?;
+                // SAFETY: plain syscall with valid C strings.
+                check(unsafe {
+                    libc::linkat(
+                        inode.raw(),
+                        c"".as_ptr(),
+                        dir.raw(),
+                        cname.as_ptr(),
+                        libc::AT_EMPTY_PATH,
+                    )
+                })?;
+                inner.entry(newparent.0, &dir, &newname)
+            })();
+            let ttl = inner.ttl();
+            respond(reply, result, |r, a| {
+                r.entry(&ttl, &a, GENERATION);
+                0
+            })
+        });
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        let fopen = inner.open_flags(&path);
+        inner.serve(Op::Open, &path, 0, &[], reply, move |inner, reply, _, _| {
+            let result = inner
+                .inodes
+                .get(ino)
+                .and_then(|i| sys::reopen(i.raw(), backing_flags(flags.0)))
+                .map(|fd| inner.handles.insert(fd, ino.0));
+            respond(reply, result, |r, fh| {
+                r.opened(fh, fopen);
+                0
+            })
+        });
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Op::Read,
+            &path,
+            size as u64,
+            &[],
+            reply,
+            move |inner, reply, short, _| {
+                let len = short.map_or(size as usize, |s| s as usize);
+                let result = inner
+                    .handles
+                    .get(fh)
+                    .and_then(|h| sys::pread(h.raw(), len, offset));
+                respond(reply, result, |r, buf| {
+                    r.data(&buf);
+                    buf.len() as u64
+                })
+            },
+        );
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        let len = data.len() as u64;
+        inner.serve(
+            Op::Write,
+            &path,
+            len,
+            data,
+            reply,
+            move |inner, reply, short, data| {
+                let data = &data[..short.map_or(data.len(), |s| s as usize)];
+                let result = inner
+                    .handles
+                    .get(fh)
+                    .and_then(|h| sys::pwrite(h.raw(), data, offset));
+                respond(reply, result, |r, n| {
+                    r.written(n as u32);
+                    n as u64
+                })
+            },
+        );
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Op::Flush,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                // close(dup(fd)): what close(2) would do on the backing file (NFS-style
+                // backing filesystems report write-back errors here), without closing ours.
+                let result = inner.handles.get(fh).and_then(|h| {
+                    // SAFETY: dup of an fd we own; the copy is closed at once.
+                    let copy = cvt(unsafe { libc::dup(h.raw()) })?;
+                    check(unsafe { libc::close(copy) })
+                });
+                respond(reply, result, |r, ()| {
+                    r.ok();
+                    0
+                })
+            },
+        );
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Op::Release,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                inner.handles.remove(fh);
+                reply.ok();
+                Outcome::default()
+            },
+        );
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.sync(
+            if datasync { Op::Fdatasync } else { Op::Fsync },
+            ino,
+            fh,
+            datasync,
+            reply,
+        );
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Op::Opendir,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = inner
+                    .inodes
+                    .get(ino)
+                    .and_then(|i| sys::openat(i.raw(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0))
+                    .map(|fd| inner.handles.insert(fd, ino.0));
+                respond(reply, result, |r, fh| {
+                    r.opened(fh, FopenFlags::empty());
+                    0
+                })
+            },
+        );
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectory,
+    ) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Op::Readdir,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, mut reply, _, _| {
+                let handle = match inner.handles.get(fh) {
+                    Ok(handle) => handle,
+                    Err(errno) => return respond(reply, Err::<(), _>(errno), |_, ()| 0),
+                };
+                let mut listing = handle.listing.lock().unwrap();
+                if offset == 0 || !listing.filled {
+                    if let Err(errno) = fill_listing(handle.raw(), &mut listing) {
+                        drop(listing);
+                        return respond(reply, Err::<(), _>(errno), |_, ()| 0);
+                    }
+                }
+                for (i, (entry_ino, kind, name)) in
+                    listing.entries.iter().enumerate().skip(offset as usize)
+                {
+                    if reply.add(INodeNo(*entry_ino), i as u64 + 1, *kind, name) {
+                        break;
+                    }
+                }
+                reply.ok();
+                Outcome::default()
+            },
+        );
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Op::Releasedir,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                inner.handles.remove(fh);
+                reply.ok();
+                Outcome::default()
+            },
+        );
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.sync(Op::Fsyncdir, ino, fh, datasync, reply);
+    }
+
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Op::Statfs,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = inner.inodes.get(ino).and_then(|i| {
+                    // SAFETY: zeroed statvfs is a valid out-parameter.
+                    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+                    check(unsafe { libc::fstatvfs(i.raw(), &mut st) }).map(|()| st)
+                });
+                respond(reply, result, |r, st| {
+                    r.statfs(
+                        st.f_blocks,
+                        st.f_bfree,
+                        st.f_bavail,
+                        st.f_files,
+                        st.f_ffree,
+                        st.f_bsize as u32,
+                        st.f_namemax as u32,
+                        st.f_frsize as u32,
+                    );
+                    0
+                })
+            },
+        );
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        let name = name.to_os_string();
+        inner.serve(
+            Op::Xattr,
+            &path,
+            0,
+            value,
+            reply,
+            move |inner, reply, _, value| {
+                let result = xattr_target(inner, ino).and_then(|p| {
+                    let name = CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)?;
+                    // SAFETY: valid C strings and a buffer of the given length.
+                    check(unsafe {
+                        libc::setxattr(
+                            p.as_ptr(),
+                            name.as_ptr(),
+                            value.as_ptr().cast(),
+                            value.len(),
+                            flags,
+                        )
+                    })
+                });
+                respond(reply, result, |r, ()| {
+                    r.ok();
+                    0
+                })
+            },
+        );
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        let name = name.to_os_string();
+        inner.serve(
+            Op::Xattr,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = xattr_target(inner, ino).and_then(|p| {
+                    let name = CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)?;
+                    let mut buf = vec![0u8; size as usize];
+                    // SAFETY: buffer valid for its length (0 asks for the size).
+                    let n = cvt(unsafe {
+                        libc::getxattr(
+                            p.as_ptr(),
+                            name.as_ptr(),
+                            buf.as_mut_ptr().cast(),
+                            buf.len(),
+                        )
+                    })?;
+                    buf.truncate(n as usize);
+                    Ok((n as u32, buf))
+                });
+                respond(reply, result, |r, (n, buf)| {
+                    if size == 0 {
+                        r.size(n)
+                    } else {
+                        r.data(&buf)
+                    }
+                    0
+                })
+            },
+        );
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Op::Xattr,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = xattr_target(inner, ino).and_then(|p| {
+                    let mut buf = vec![0u8; size as usize];
+                    // SAFETY: buffer valid for its length (0 asks for the size).
+                    let n = cvt(unsafe {
+                        libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+                    })?;
+                    buf.truncate(n as usize);
+                    Ok((n as u32, buf))
+                });
+                respond(reply, result, |r, (n, buf)| {
+                    if size == 0 {
+                        r.size(n)
+                    } else {
+                        r.data(&buf)
+                    }
+                    0
+                })
+            },
+        );
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        let name = name.to_os_string();
+        inner.serve(
+            Op::Xattr,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = xattr_target(inner, ino).and_then(|p| {
+                    let name = CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)?;
+                    // SAFETY: valid C strings.
+                    check(unsafe { libc::removexattr(p.as_ptr(), name.as_ptr()) })
+                });
+                respond(reply, result, |r, ()| {
+                    r.ok();
+                    0
+                })
+            },
+        );
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Op::Access,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = inner.inodes.get(ino).and_then(|i| {
+                    let p = sys::proc_path(i.raw());
+                    // SAFETY: valid C string.
+                    check(unsafe { libc::faccessat(libc::AT_FDCWD, p.as_ptr(), mask.bits(), 0) })
+                });
+                respond(reply, result, |r, ()| {
+                    r.ok();
+                    0
+                })
+            },
+        );
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let inner = &self.inner;
+        let path = inner.child_path(parent.0, name);
+        let fopen = inner.open_flags(&path);
+        let name = name.to_os_string();
+        let caller = Caller::of(req);
+        inner.serve(
+            Op::Create,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = (|| {
+                    let dir = inner.inodes.get(parent)?;
+                    let cname = sys::component(&name)?;
+                    let fd: OwnedFd = sys::openat(
+                        dir.raw(),
+                        &cname,
+                        backing_flags(flags) | libc::O_CREAT | libc::O_NOFOLLOW,
+                        mode,
+                    )?;
+                    inner.adopt(&dir, &cname, caller, mode, libc::S_IFREG)?;
+                    let attr = inner.entry(parent.0, &dir, &name)?;
+                    Ok((attr, inner.handles.insert(fd, attr.ino.0)))
+                })();
+                let ttl = inner.ttl();
+                respond(reply, result, |r, (attr, fh)| {
+                    r.created(&ttl, &attr, GENERATION, fh, fopen);
+                    0
+                })
+            },
+        );
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Op::Fallocate,
+            &path,
+            length,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = inner.handles.get(fh).and_then(|h| {
+                    // SAFETY: plain syscall on an fd we own.
+                    check(unsafe { libc::fallocate(h.raw(), mode, offset as i64, length as i64) })
+                });
+                respond(reply, result, |r, ()| {
+                    r.ok();
+                    0
+                })
+            },
+        );
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Op::Lseek,
+            &path,
+            0,
+            &[],
+            reply,
+            move |inner, reply, _, _| {
+                let result = inner.handles.get(fh).and_then(|h| {
+                    // SAFETY: plain syscall on an fd we own; reads use pread, so moving
+                    // this fd's position changes nothing else.
+                    cvt(unsafe { libc::lseek(h.raw(), offset, whence) })
+                });
+                respond(reply, result, |r, pos| {
+                    r.offset(pos);
+                    0
+                })
+            },
+        );
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        _ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino_in.0);
+        inner.serve(
+            Op::CopyFileRange,
+            &path,
+            len,
+            &[],
+            reply,
+            move |inner, reply, short, _| {
+                let len = short.unwrap_or(len) as usize;
+                let result = (|| {
+                    let (src, dst) = (inner.handles.get(fh_in)?, inner.handles.get(fh_out)?);
+                    let (mut off_in, mut off_out) = (offset_in as i64, offset_out as i64);
+                    // SAFETY: plain syscall on fds we own with valid offset pointers.
+                    cvt(unsafe {
+                        libc::copy_file_range(
+                            src.raw(),
+                            &mut off_in,
+                            dst.raw(),
+                            &mut off_out,
+                            len,
+                            0,
+                        )
+                    })
+                })();
+                respond(reply, result, |r, n| {
+                    r.written(n as u32);
+                    n as u64
+                })
+            },
+        );
+    }
+}
+
+impl SlowFs {
+    fn remove(&self, op: Op, parent: INodeNo, name: &OsStr, flags: i32, reply: ReplyEmpty) {
+        let inner = &self.inner;
+        let path = inner.child_path(parent.0, name);
+        let name = name.to_os_string();
+        inner.serve(op, &path, 0, &[], reply, move |inner, reply, _, _| {
+            let result = inner.inodes.get(parent).and_then(|dir| {
+                let cname = sys::component(&name)?;
+                // SAFETY: plain syscall with a valid C string.
+                check(unsafe { libc::unlinkat(dir.raw(), cname.as_ptr(), flags) })
+            });
+            respond(reply, result, |r, ()| {
+                r.ok();
+                0
+            })
+        });
+    }
+
+    fn sync(&self, op: Op, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(op, &path, 0, &[], reply, move |inner, reply, _, _| {
+            let result = inner.handles.get(fh).and_then(|h| {
+                // SAFETY: plain syscalls on an fd we own.
+                check(unsafe {
+                    if datasync {
+                        libc::fdatasync(h.raw())
+                    } else {
+                        libc::fsync(h.raw())
+                    }
+                })
+            });
+            respond(reply, result, |r, ()| {
+                r.ok();
+                0
+            })
+        });
+    }
+}
+
+/// The path xattr calls go through for an inode (they take no `O_PATH` fd). The
+/// kernel holds a lookup reference on the inode while it asks, so the fd stays open.
+fn xattr_target(inner: &Arc<Inner>, ino: INodeNo) -> SysResult<CString> {
+    inner.inodes.get(ino).map(|i| sys::proc_path(i.raw()))
+}
+
+/// Reads a whole directory through a duplicate of `fd`, from the start.
+fn fill_listing(fd: i32, listing: &mut super::handles::Listing) -> SysResult<()> {
+    // SAFETY: rewinding and duplicating an fd we own.
+    cvt(unsafe { libc::lseek(fd, 0, libc::SEEK_SET) })?;
+    let copy = cvt(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) })?;
+    // SAFETY: the duplicate is ours; fdopendir takes it over and closedir closes it.
+    let dir = unsafe { libc::fdopendir(copy) };
+    if dir.is_null() {
+        unsafe { libc::close(copy) };
+        return Err(Errno::EIO);
+    }
+    listing.entries.clear();
+    loop {
+        // SAFETY: dir is a valid DIR*; the entry is copied before the next call.
+        let entry = unsafe { libc::readdir64(dir) };
+        if entry.is_null() {
+            break;
+        }
+        let entry = unsafe { &*entry };
+        let name = unsafe { CStr::from_ptr(entry.d_name.as_ptr()) };
+        let kind = match entry.d_type {
+            libc::DT_DIR => fuser::FileType::Directory,
+            libc::DT_LNK => fuser::FileType::Symlink,
+            libc::DT_FIFO => fuser::FileType::NamedPipe,
+            libc::DT_SOCK => fuser::FileType::Socket,
+            libc::DT_CHR => fuser::FileType::CharDevice,
+            libc::DT_BLK => fuser::FileType::BlockDevice,
+            libc::DT_REG => fuser::FileType::RegularFile,
+            _ => file_type(0),
+        };
+        listing.entries.push((
+            entry.d_ino,
+            kind,
+            OsStr::from_bytes(name.to_bytes()).to_os_string(),
+        ));
+    }
+    unsafe { libc::closedir(dir) };
+    listing.filled = true;
+    Ok(())
+}

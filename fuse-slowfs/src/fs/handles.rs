@@ -1,0 +1,76 @@
+//! Open file and directory handles.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use fuser::{Errno, FileHandle};
+
+/// A directory listing taken at `opendir`/rewind time, served by offset.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// (backing inode, file type, name) of every entry, `.` and `..` included.
+    pub entries: Vec<(u64, fuser::FileType, std::ffi::OsString)>,
+    /// Whether `entries` has been read.
+    pub filled: bool,
+}
+
+/// One open file or directory.
+#[derive(Debug)]
+pub struct Handle {
+    /// The backing fd, opened with the caller's access mode.
+    pub fd: OwnedFd,
+    /// The FUSE inode it was opened on.
+    pub ino: u64,
+    /// For directories: the listing being read.
+    pub listing: Mutex<Listing>,
+}
+
+impl Handle {
+    /// The raw backing fd.
+    pub fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Open handles by FUSE file handle number.
+#[derive(Debug, Default)]
+pub struct Handles {
+    map: Mutex<HashMap<u64, Arc<Handle>>>,
+    next: AtomicU64,
+}
+
+impl Handles {
+    /// Registers an open fd; returns its handle number.
+    pub fn insert(&self, fd: OwnedFd, ino: u64) -> FileHandle {
+        let fh = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let handle = Arc::new(Handle {
+            fd,
+            ino,
+            listing: Mutex::default(),
+        });
+        self.map.lock().unwrap().insert(fh, handle);
+        FileHandle(fh)
+    }
+
+    /// The handle for a number the kernel gave back.
+    pub fn get(&self, fh: FileHandle) -> Result<Arc<Handle>, Errno> {
+        self.map
+            .lock()
+            .unwrap()
+            .get(&fh.0)
+            .cloned()
+            .ok_or(Errno::EBADF)
+    }
+
+    /// Removes a handle; its fd closes when the last in-flight request using it ends.
+    pub fn remove(&self, fh: FileHandle) -> Option<Arc<Handle>> {
+        self.map.lock().unwrap().remove(&fh.0)
+    }
+
+    /// How many handles are open.
+    pub fn len(&self) -> usize {
+        self.map.lock().unwrap().len()
+    }
+}

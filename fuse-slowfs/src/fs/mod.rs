@@ -1,0 +1,254 @@
+//! The filesystem: a passthrough over a backing directory that asks the fault plan
+//! about every request before doing it.
+
+mod filesystem;
+mod handles;
+mod inodes;
+mod sys;
+
+use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fault_inject::{FaultPlan, Op};
+use fuser::{Errno, FileAttr, FileType, INodeNo};
+
+use crate::scheduler::Scheduler;
+use crate::stats::{Outcome, Stats};
+use handles::Handles;
+use inodes::Inodes;
+
+/// Shared state of a mounted slowfs: reachable from FUSE handlers, parked jobs and
+/// the control socket.
+#[derive(Debug)]
+pub struct Inner {
+    inodes: Inodes,
+    handles: Handles,
+    /// The live fault rules.
+    pub plan: Arc<FaultPlan>,
+    /// Counters.
+    pub stats: Stats,
+    /// Where delayed and hung requests wait.
+    pub scheduler: Scheduler,
+    /// The process umask at mount time: modes are re-applied when it would mask them.
+    umask: u32,
+}
+
+/// The `fuser::Filesystem` handed to the session.
+#[derive(Debug)]
+pub struct SlowFs {
+    inner: Arc<Inner>,
+}
+
+impl SlowFs {
+    /// A filesystem over `backing`, faulted by `plan`.
+    pub fn new(backing: &Path, plan: Arc<FaultPlan>) -> std::io::Result<SlowFs> {
+        let root: OwnedFd = std::fs::File::open(backing)?.into();
+        let st = sys::stat_fd(sys::raw(&root)).map_err(errno_to_io)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+            return Err(std::io::Error::other(format!(
+                "backing path {} is not a directory",
+                backing.display()
+            )));
+        }
+        let root =
+            sys::reopen(sys::raw(&root), libc::O_PATH | libc::O_DIRECTORY).map_err(errno_to_io)?;
+        // SAFETY: umask only swaps the process mask; it is restored at once.
+        let umask = unsafe {
+            let old = libc::umask(0o022);
+            libc::umask(old);
+            old
+        };
+        Ok(SlowFs {
+            inner: Arc::new(Inner {
+                inodes: Inodes::new(root, (st.st_dev, st.st_ino)),
+                handles: Handles::default(),
+                plan,
+                stats: Stats::default(),
+                scheduler: Scheduler::new()?,
+                umask,
+            }),
+        })
+    }
+
+    /// The shared state, for the control socket and the mount handle.
+    pub fn inner(&self) -> Arc<Inner> {
+        Arc::clone(&self.inner)
+    }
+}
+
+impl Inner {
+    /// Open file handles right now (for leak checks).
+    pub fn open_handles(&self) -> usize {
+        self.handles.len()
+    }
+
+    /// Inodes the kernel holds right now.
+    pub fn known_inodes(&self) -> usize {
+        self.inodes.len()
+    }
+
+    /// Mount-relative path of an inode, computed only when a rule could care.
+    fn path_of(&self, ino: u64) -> String {
+        if self.plan.is_empty() {
+            String::new()
+        } else {
+            self.inodes.path(ino)
+        }
+    }
+
+    /// Mount-relative path of `name` in `parent`, computed only when a rule could care.
+    fn child_path(&self, parent: u64, name: &OsStr) -> String {
+        if self.plan.is_empty() {
+            String::new()
+        } else {
+            self.inodes.child_path(parent, name)
+        }
+    }
+
+    /// How long the kernel may cache names and attributes: not at all while a rule
+    /// wants to see lookups or getattrs, else one second.
+    fn ttl(&self) -> Duration {
+        if self.plan.matches_op(Op::Lookup) || self.plan.matches_op(Op::Getattr) {
+            Duration::ZERO
+        } else {
+            Duration::from_secs(1)
+        }
+    }
+
+    /// Serves one request: asks the plan, then runs `job` now or parks it. `data` is
+    /// a write's payload (empty otherwise); it is copied only if the request must wait.
+    fn serve<R: AnyReply>(
+        self: &Arc<Self>,
+        op: Op,
+        path: &str,
+        bytes: u64,
+        data: &[u8],
+        reply: R,
+        job: impl FnOnce(&Arc<Inner>, R, Option<u64>, &[u8]) -> Outcome + Send + 'static,
+    ) {
+        let arrived = Instant::now();
+        let verdict = self.plan.decide(op, path, bytes);
+        let faulted = !verdict.is_clean();
+        let error = verdict.error.map(Errno::from_i32);
+        let short = verdict.short_to;
+        let finish = move |inner: &Arc<Inner>, data: &[u8]| {
+            let outcome = match error {
+                Some(errno) => {
+                    reply.error(errno);
+                    Outcome {
+                        bytes: 0,
+                        failed: true,
+                    }
+                }
+                None => job(inner, reply, short, data),
+            };
+            inner.stats.record(op, arrived.elapsed(), outcome, faulted);
+        };
+        if verdict.delay.is_zero() && verdict.hang.is_none() {
+            finish(self, data);
+        } else {
+            let inner = Arc::clone(self);
+            let data = data.to_vec();
+            self.scheduler
+                .after(verdict.delay, verdict.hang, move || finish(&inner, &data));
+        }
+    }
+}
+
+/// Any FUSE reply, as far as failing it goes.
+pub(crate) trait AnyReply: Send + 'static {
+    fn error(self, errno: Errno);
+}
+
+macro_rules! any_reply {
+    ($($t:ty),*) => {$(
+        impl AnyReply for $t {
+            fn error(self, errno: Errno) {
+                <$t>::error(self, errno)
+            }
+        }
+    )*};
+}
+
+any_reply!(
+    fuser::ReplyEmpty,
+    fuser::ReplyData,
+    fuser::ReplyEntry,
+    fuser::ReplyAttr,
+    fuser::ReplyOpen,
+    fuser::ReplyWrite,
+    fuser::ReplyStatfs,
+    fuser::ReplyCreate,
+    fuser::ReplyDirectory,
+    fuser::ReplyXattr,
+    fuser::ReplyLseek
+);
+
+/// Sends a result: `ok` replies and says how many bytes moved, an error fails the reply.
+fn respond<R: AnyReply, T>(
+    reply: R,
+    result: Result<T, Errno>,
+    ok: impl FnOnce(R, T) -> u64,
+) -> Outcome {
+    match result {
+        Ok(value) => Outcome {
+            bytes: ok(reply, value),
+            failed: false,
+        },
+        Err(errno) => {
+            reply.error(errno);
+            Outcome {
+                bytes: 0,
+                failed: true,
+            }
+        }
+    }
+}
+
+fn errno_to_io(errno: Errno) -> std::io::Error {
+    std::io::Error::from_raw_os_error(errno.code())
+}
+
+fn file_type(mode: u32) -> FileType {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFIFO => FileType::NamedPipe,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFBLK => FileType::BlockDevice,
+        _ => FileType::RegularFile,
+    }
+}
+
+fn time(secs: i64, nanos: i64) -> SystemTime {
+    if secs >= 0 {
+        UNIX_EPOCH + Duration::new(secs as u64, nanos as u32)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs()) + Duration::from_nanos(nanos as u64)
+    }
+}
+
+/// FUSE attributes of a backing file, under FUSE inode number `ino`.
+fn attr(ino: u64, st: &libc::stat) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(ino),
+        size: st.st_size as u64,
+        blocks: st.st_blocks as u64,
+        atime: time(st.st_atime, st.st_atime_nsec),
+        mtime: time(st.st_mtime, st.st_mtime_nsec),
+        ctime: time(st.st_ctime, st.st_ctime_nsec),
+        crtime: UNIX_EPOCH,
+        kind: file_type(st.st_mode),
+        perm: (st.st_mode & 0o7777) as u16,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        rdev: st.st_rdev as u32,
+        blksize: st.st_blksize as u32,
+        flags: 0,
+    }
+}

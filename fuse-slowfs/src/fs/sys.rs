@@ -1,0 +1,140 @@
+//! Thin wrappers over the `*at` syscalls the filesystem uses, returning FUSE errnos.
+//!
+//! Every name passed here is a single path component from the kernel, resolved
+//! relative to a directory fd with `O_NOFOLLOW`/`AT_SYMLINK_NOFOLLOW`: nothing can
+//! walk out of the backing directory through `..` or a symlink.
+
+use std::ffi::{CStr, CString, OsStr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+
+use fuser::Errno;
+
+/// Result of a syscall wrapper.
+pub type SysResult<T> = Result<T, Errno>;
+
+fn last_errno() -> Errno {
+    Errno::from_i32(
+        std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO),
+    )
+}
+
+/// Turns a `-1 and errno` return into an `Err`.
+pub fn cvt<T: Copy + PartialOrd + Default>(ret: T) -> SysResult<T> {
+    if ret < T::default() {
+        Err(last_errno())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// A single path component as a C string; rejects `.`, `..`, `/` and NUL.
+pub fn component(name: &OsStr) -> SysResult<CString> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') {
+        return Err(Errno::EINVAL);
+    }
+    CString::new(bytes).map_err(|_| Errno::EINVAL)
+}
+
+const EMPTY: &CStr = c"";
+
+/// `/proc/self/fd/N`: the way to reach a file through an `O_PATH` fd for calls that
+/// do not take one directly.
+pub fn proc_path(fd: RawFd) -> CString {
+    CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL in a number")
+}
+
+fn owned(fd: RawFd) -> OwnedFd {
+    // SAFETY: `fd` was just returned by a successful open call and is ours alone.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// `openat(dir, name, flags, mode)`.
+pub fn openat(dir: RawFd, name: &CStr, flags: i32, mode: u32) -> SysResult<OwnedFd> {
+    // SAFETY: valid C string; the returned fd is checked before use.
+    let fd = cvt(unsafe { libc::openat(dir, name.as_ptr(), flags | libc::O_CLOEXEC, mode) })?;
+    Ok(owned(fd))
+}
+
+/// Reopens the file behind an `O_PATH` fd with real access flags.
+pub fn reopen(fd: RawFd, flags: i32) -> SysResult<OwnedFd> {
+    let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_NOFOLLOW);
+    openat(libc::AT_FDCWD, &proc_path(fd), flags, 0)
+}
+
+/// `fstatat(fd, "", AT_EMPTY_PATH)`: the attributes of the file an fd refers to.
+pub fn stat_fd(fd: RawFd) -> SysResult<libc::stat> {
+    stat_at(fd, EMPTY, libc::AT_EMPTY_PATH)
+}
+
+/// `fstatat(dir, name, flags | AT_SYMLINK_NOFOLLOW)`.
+pub fn stat_at(dir: RawFd, name: &CStr, flags: i32) -> SysResult<libc::stat> {
+    // SAFETY: zeroed stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    cvt(unsafe {
+        libc::fstatat(
+            dir,
+            name.as_ptr(),
+            &mut st,
+            flags | libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })?;
+    Ok(st)
+}
+
+/// `pread` into a fresh buffer of `len` bytes, truncated to what was read.
+pub fn pread(fd: RawFd, len: usize, offset: u64) -> SysResult<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    // SAFETY: buf is valid for len bytes.
+    let n = cvt(unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), len, offset as i64) })?;
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
+/// `pwrite` of all of `data` (one call; the count it returns is the count written).
+pub fn pwrite(fd: RawFd, data: &[u8], offset: u64) -> SysResult<usize> {
+    // SAFETY: data is valid for its length.
+    let n = cvt(unsafe { libc::pwrite(fd, data.as_ptr().cast(), data.len(), offset as i64) })?;
+    Ok(n as usize)
+}
+
+/// `readlinkat(fd, "")` on an `O_PATH` fd of a symlink.
+pub fn readlink_fd(fd: RawFd) -> SysResult<Vec<u8>> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: buf is valid for its length.
+    let n =
+        cvt(unsafe { libc::readlinkat(fd, EMPTY.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })?;
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
+/// Runs a libc call that returns `c_int`, mapping failure to the errno.
+pub fn check(ret: libc::c_int) -> SysResult<()> {
+    cvt(ret).map(drop)
+}
+
+/// Sets the owner of `name` in `dir` (or of `dir` itself when `name` is empty), never
+/// following symlinks. `u32::MAX` leaves a field unchanged.
+pub fn chown_at(dir: RawFd, name: &CStr, uid: u32, gid: u32) -> SysResult<()> {
+    let flags = libc::AT_SYMLINK_NOFOLLOW
+        | if name.is_empty() {
+            libc::AT_EMPTY_PATH
+        } else {
+            0
+        };
+    // SAFETY: plain syscall with a valid C string.
+    check(unsafe { libc::fchownat(dir, name.as_ptr(), uid, gid, flags) })
+}
+
+/// The errno of a `std::io::Error`.
+pub fn io_errno(error: &std::io::Error) -> Errno {
+    Errno::from_i32(error.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// Raw fd of anything that has one, for brevity at call sites.
+pub fn raw(fd: &impl AsRawFd) -> RawFd {
+    fd.as_raw_fd()
+}

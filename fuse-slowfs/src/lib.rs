@@ -1,0 +1,29 @@
+//! slowfs: a FUSE filesystem over a backing directory that makes storage slow, flaky
+//! and crash-prone on demand, deterministically.
+//!
+//! Every request asks a [`fault_inject::FaultPlan`] what to do: delay it (without
+//! holding a thread), fail it with an errno, shorten a read or write (files such
+//! rules can touch are opened in direct-I/O mode so the short count reaches the
+//! caller), throttle it by bytes or requests, or hang it until released. Rules change
+//! at runtime through a control socket ([`control`]); [`Mount`] unmounts on drop.
+//!
+//! ```no_run
+//! use slowfs::{Mount, MountConfig};
+//!
+//! let mut config = MountConfig::new("/srv/data", "/mnt/slow");
+//! config.spec.add_profile("nfs").unwrap();
+//! let mount = Mount::start(config)?;
+//! // ... run a workload against /mnt/slow ...
+//! println!("{}", mount.stats().render());
+//! # Ok::<(), std::io::Error>(())
+//! ```
+#![deny(missing_docs)]
+
+pub mod control;
+mod fs;
+pub mod mount;
+mod scheduler;
+pub mod stats;
+
+pub use mount::{Mount, MountConfig};
+pub use stats::StatsReport;

@@ -1,0 +1,25 @@
+//! The `slowfs` command: mount, run a command on a fresh mount, control a mount.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SLOWFS_LOG")
+                .unwrap_or_else(|_| "warn,fuser=error".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = cli::Cli::parse();
+    match cli::run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("slowfs: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! Mounting and unmounting: [`Mount`] is an RAII guard that unmounts on drop (also
+//! while unwinding from a panic), cutting short every delay and hang first so that
+//! unmounting never waits on a fault.
+
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fault_inject::{Action, FaultPlan, FaultSpec};
+use fuser::{Config, MountOption, SessionACL};
+
+use crate::control::{default_socket, ControlServer};
+use crate::fs::{Inner, SlowFs};
+use crate::stats::StatsReport;
+
+/// The source name slowfs mounts carry in `/proc/mounts`.
+pub const FSNAME: &str = "slowfs";
+
+/// How to mount.
+#[derive(Debug, Clone)]
+pub struct MountConfig {
+    /// The directory whose contents the mount shows.
+    pub backing: PathBuf,
+    /// Where to mount.
+    pub mountpoint: PathBuf,
+    /// The fault rules (and seed, if fixed).
+    pub spec: FaultSpec,
+    /// The seed used when `spec` fixes none.
+    pub default_seed: u64,
+    /// Let other users in (`allow_other` + `default_permissions`: the kernel enforces modes).
+    pub allow_other: bool,
+    /// FUSE worker threads. Delays do not occupy them.
+    pub threads: usize,
+    /// Control socket: `None` for none, `Some(None)` for the default path.
+    pub control: Option<Option<PathBuf>>,
+}
+
+impl MountConfig {
+    /// Defaults: no rules, 4 workers, default control socket.
+    pub fn new(backing: impl Into<PathBuf>, mountpoint: impl Into<PathBuf>) -> MountConfig {
+        MountConfig {
+            backing: backing.into(),
+            mountpoint: mountpoint.into(),
+            spec: FaultSpec::default(),
+            default_seed: rand::random(),
+            allow_other: false,
+            threads: 4,
+            control: Some(None),
+        }
+    }
+}
+
+/// A mounted slowfs. Dropping it unmounts.
+#[derive(Debug)]
+pub struct Mount {
+    inner: Arc<Inner>,
+    mountpoint: PathBuf,
+    connection: Option<u64>,
+    control: Option<ControlServer>,
+    session: Option<fuser::BackgroundSession>,
+}
+
+impl Mount {
+    /// Mounts and returns once the kernel has accepted the mount.
+    pub fn start(config: MountConfig) -> io::Result<Mount> {
+        check_dir(&config.backing, "backing directory")?;
+        check_dir(&config.mountpoint, "mountpoint")?;
+        if let Some(rule) = config
+            .spec
+            .rules
+            .iter()
+            .find(|r| matches!(r.action, Action::Crash))
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("rule \"{rule}\" crashes the mount, which needs a crash model (--crash-model strict)"),
+            ));
+        }
+        let mountpoint = config.mountpoint.canonicalize()?;
+        let seed = config.spec.seed.unwrap_or(config.default_seed);
+        let plan = Arc::new(FaultPlan::new(seed, config.spec.rules.iter().cloned()));
+        let fs = SlowFs::new(&config.backing, plan)?;
+        let inner = fs.inner();
+
+        let mut options = vec![
+            MountOption::FSName(FSNAME.into()),
+            MountOption::Subtype(FSNAME.into()),
+        ];
+        let mut fuse_config = Config::default();
+        if config.allow_other {
+            options.push(MountOption::DefaultPermissions);
+            fuse_config.acl = SessionACL::All;
+        }
+        fuse_config.mount_options = options;
+        fuse_config.n_threads = Some(config.threads.max(1));
+        let session = fuser::Session::new(fs, &mountpoint, &fuse_config).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot mount slowfs at {}: {e} (needs /dev/fuse and root, or fusermount3 \
+                     from Debian's fuse3 package)",
+                    mountpoint.display()
+                ),
+            )
+        })?;
+        let session = session.spawn()?;
+        let connection = std::fs::metadata(&mountpoint).ok().map(|m| m.dev());
+        let mut mount = Mount {
+            inner: Arc::clone(&inner),
+            mountpoint: mountpoint.clone(),
+            connection,
+            control: None,
+            session: Some(session),
+        };
+        if let Some(socket) = config.control {
+            let socket = socket.unwrap_or_else(|| default_socket(&mountpoint));
+            mount.control = Some(ControlServer::start(socket, inner)?);
+        }
+        Ok(mount)
+    }
+
+    /// Where it is mounted.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// The control socket, if one was started.
+    pub fn control_socket(&self) -> Option<&Path> {
+        self.control.as_ref().map(ControlServer::path)
+    }
+
+    /// The live rules: add and clear them at runtime.
+    pub fn plan(&self) -> &FaultPlan {
+        &self.inner.plan
+    }
+
+    /// The run seed.
+    pub fn seed(&self) -> u64 {
+        self.inner.plan.seed()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> StatsReport {
+        self.inner.stats.report(self.inner.plan.report())
+    }
+
+    /// Releases every hung request; returns how many there were.
+    pub fn release(&self) -> usize {
+        self.inner.scheduler.release()
+    }
+
+    /// Requests parked right now (delayed or hung).
+    pub fn waiting(&self) -> usize {
+        self.inner.scheduler.waiting()
+    }
+
+    /// Open file and directory handles right now.
+    pub fn open_handles(&self) -> usize {
+        self.inner.open_handles()
+    }
+
+    /// Unmounts now, reporting errors (dropping does the same, silently).
+    pub fn unmount(mut self) -> io::Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> io::Result<()> {
+        let Some(session) = self.session.take() else {
+            return Ok(());
+        };
+        self.control.take();
+        // Parked requests answer at once, so nothing waits on a fault while we unmount.
+        self.inner.scheduler.shutdown();
+        let result = unmount(&self.mountpoint, self.connection);
+        let _ = session.join();
+        result
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::warn!("unmounting {}: {e}", self.mountpoint.display());
+        }
+    }
+}
+
+fn check_dir(path: &Path, what: &str) -> io::Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} {} is not a directory", path.display()),
+        )),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => Err(io::Error::new(
+            e.kind(),
+            format!(
+                "{what} {} is a dead FUSE mount (its daemon exited); clean it up with \
+                 `slowfs umount {}`",
+                path.display(),
+                path.display()
+            ),
+        )),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("{what} {}: {e} (create it first)", path.display()),
+        )),
+    }
+}
+
+/// Unmounts a slowfs: a plain unmount when nothing holds it; when something does
+/// (a process with a file open or its cwd inside), detach it and abort the FUSE
+/// connection so that the daemon ends and every pending request fails with ENOTCONN.
+pub fn unmount(mountpoint: &Path, connection: Option<u64>) -> io::Result<()> {
+    use nix::errno::Errno;
+    use nix::mount::{umount2, MntFlags};
+    match umount2(mountpoint, MntFlags::empty()) {
+        Ok(()) | Err(Errno::EINVAL) | Err(Errno::ENOENT) => Ok(()),
+        Err(Errno::EBUSY) => {
+            umount2(mountpoint, MntFlags::MNT_DETACH)?;
+            if let Some(dev) = connection {
+                abort_connection(dev);
+            }
+            Ok(())
+        }
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
+/// Aborts a FUSE connection through fusectl (mounting fusectl if needed).
+fn abort_connection(dev: u64) {
+    let connections = Path::new("/sys/fs/fuse/connections");
+    let abort = connections.join(libc::minor(dev).to_string()).join("abort");
+    if !abort.exists() {
+        let _ = nix::mount::mount(
+            Some("fusectl"),
+            connections,
+            Some("fusectl"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        );
+    }
+    if let Err(e) = std::fs::write(&abort, "1") {
+        tracing::warn!("cannot abort FUSE connection {}: {e}", abort.display());
+    }
+}
+
+/// Every slowfs mount in `/proc/mounts`.
+pub fn slowfs_mounts() -> Vec<PathBuf> {
+    let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
+        return Vec::new();
+    };
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split(' ');
+            (fields.next()? == FSNAME).then(|| fields.next().map(unescape_mount_path))?
+        })
+        .collect()
+}
+
+/// `/proc/mounts` writes spaces and the like as octal escapes (`\040`).
+fn unescape_mount_path(field: &str) -> PathBuf {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len() + 0
+            && bytes[i + 1..i + 4].iter().all(u8::is_ascii_digit)
+        {
+            let code = u8::from_str_radix(&field[i + 1..i + 4], 8).unwrap_or(b'?');
+            out.push(code);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    use std::os::unix::ffi::OsStringExt;
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// Unmounts a slowfs whatever state it is in, including one whose daemon died
+/// (every access then fails with ENOTCONN): plain unmount, else lazy detach.
+pub fn force_unmount(mountpoint: &Path) -> io::Result<()> {
+    use nix::mount::{umount2, MntFlags};
+    if umount2(mountpoint, MntFlags::empty()).is_ok() {
+        return Ok(());
+    }
+    umount2(mountpoint, MntFlags::MNT_DETACH).map_err(io::Error::from)
+}

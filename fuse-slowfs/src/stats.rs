@@ -1,0 +1,205 @@
+//! Per-operation counters and latency histograms.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use fault_inject::{Op, RuleReport};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug)]
+struct OpStats {
+    count: AtomicU64,
+    errors: AtomicU64,
+    faulted: AtomicU64,
+    bytes: AtomicU64,
+    latency_us: Mutex<Histogram<u64>>,
+}
+
+impl Default for OpStats {
+    fn default() -> Self {
+        OpStats {
+            count: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            faulted: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            latency_us: Mutex::new(
+                Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds"),
+            ),
+        }
+    }
+}
+
+/// What one request came to, for the stats.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outcome {
+    /// Bytes it moved.
+    pub bytes: u64,
+    /// Whether it failed.
+    pub failed: bool,
+}
+
+/// Counters for every operation since the mount started.
+#[derive(Debug)]
+pub struct Stats {
+    started: Instant,
+    ops: Vec<OpStats>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            started: Instant::now(),
+            ops: Op::ALL.iter().map(|_| OpStats::default()).collect(),
+        }
+    }
+}
+
+impl Stats {
+    /// Records one finished request.
+    pub fn record(&self, op: Op, latency: Duration, outcome: Outcome, faulted: bool) {
+        let stats = &self.ops[op as usize];
+        stats.count.fetch_add(1, Ordering::Relaxed);
+        stats.bytes.fetch_add(outcome.bytes, Ordering::Relaxed);
+        if outcome.failed {
+            stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        if faulted {
+            stats.faulted.fetch_add(1, Ordering::Relaxed);
+        }
+        let micros = (latency.as_micros() as u64).clamp(1, 3_600_000_000);
+        stats.latency_us.lock().unwrap().saturating_record(micros);
+    }
+
+    /// A snapshot of every operation that was seen at least once.
+    pub fn report(&self, rules: Vec<RuleReport>) -> StatsReport {
+        let ops = Op::ALL
+            .iter()
+            .zip(&self.ops)
+            .filter(|(_, s)| s.count.load(Ordering::Relaxed) > 0)
+            .map(|(op, s)| {
+                let hist = s.latency_us.lock().unwrap();
+                OpReport {
+                    op: op.name().to_string(),
+                    count: s.count.load(Ordering::Relaxed),
+                    errors: s.errors.load(Ordering::Relaxed),
+                    faulted: s.faulted.load(Ordering::Relaxed),
+                    bytes: s.bytes.load(Ordering::Relaxed),
+                    p50_us: hist.value_at_quantile(0.5),
+                    p99_us: hist.value_at_quantile(0.99),
+                    max_us: hist.max(),
+                }
+            })
+            .collect();
+        StatsReport {
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            ops,
+            rules: rules
+                .into_iter()
+                .map(|r| RuleStats {
+                    id: r.id,
+                    rule: r.text,
+                    matched: r.matched,
+                    fired: r.fired,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Stats as `slowfs ctl stats --json` prints them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StatsReport {
+    /// Seconds since the mount started.
+    pub uptime_s: f64,
+    /// One row per operation seen.
+    pub ops: Vec<OpReport>,
+    /// One row per rule in force.
+    pub rules: Vec<RuleStats>,
+}
+
+/// Counters of one operation.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OpReport {
+    /// Operation name.
+    pub op: String,
+    /// Requests finished.
+    pub count: u64,
+    /// Requests that failed (injected or real errors).
+    pub errors: u64,
+    /// Requests at least one rule fired on.
+    pub faulted: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Median latency, arrival to reply, in microseconds.
+    pub p50_us: u64,
+    /// 99th percentile latency in microseconds.
+    pub p99_us: u64,
+    /// Largest latency in microseconds.
+    pub max_us: u64,
+}
+
+/// Counters of one rule.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RuleStats {
+    /// Rule id.
+    pub id: u64,
+    /// The rule string.
+    pub rule: String,
+    /// Requests it matched.
+    pub matched: u64,
+    /// Requests it fired on.
+    pub fired: u64,
+}
+
+impl StatsReport {
+    /// Requests of one operation finished so far.
+    pub fn count(&self, op: &str) -> u64 {
+        self.ops.iter().find(|r| r.op == op).map_or(0, |r| r.count)
+    }
+
+    /// A table for people.
+    pub fn render(&self) -> String {
+        let mut out = format!("slowfs stats after {:.1}s\n", self.uptime_s);
+        let _ = writeln!(
+            out,
+            "{:<16} {:>9} {:>7} {:>8} {:>12} {:>10} {:>10} {:>10}",
+            "op", "count", "errors", "faulted", "bytes", "p50", "p99", "max"
+        );
+        for r in &self.ops {
+            let _ = writeln!(
+                out,
+                "{:<16} {:>9} {:>7} {:>8} {:>12} {:>10} {:>10} {:>10}",
+                r.op,
+                r.count,
+                r.errors,
+                r.faulted,
+                r.bytes,
+                micros(r.p50_us),
+                micros(r.p99_us),
+                micros(r.max_us)
+            );
+        }
+        if self.ops.is_empty() {
+            out.push_str("(no requests yet)\n");
+        }
+        for r in &self.rules {
+            let _ = writeln!(
+                out,
+                "rule #{} fired {}/{} matched: {}",
+                r.id, r.fired, r.matched, r.rule
+            );
+        }
+        out
+    }
+}
+
+fn micros(us: u64) -> String {
+    if us >= 10_000 {
+        format!("{:.1}ms", us as f64 / 1000.0)
+    } else {
+        format!("{us}us")
+    }
+}

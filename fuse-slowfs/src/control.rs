@@ -107,9 +107,10 @@ pub struct ControlServer {
 impl ControlServer {
     /// Listens on `path` for commands to the mount behind `inner`.
     pub fn start(path: PathBuf, inner: Arc<Inner>) -> std::io::Result<ControlServer> {
-        if let Some(dir) = path.parent() {
+        if let Some(dir) = path.parent().filter(|dir| !dir.exists()) {
+            // A directory of our own making is private; an existing one is left as it is.
             std::fs::create_dir_all(dir)?;
-            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
         }
         if UnixStream::connect(&path).is_ok() {
             return Err(std::io::Error::new(

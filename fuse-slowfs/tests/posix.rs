@@ -1,0 +1,259 @@
+//! The passthrough itself: operations real programs use, and no way out of the
+//! backing directory.
+
+mod common;
+
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+
+use common::TestMount;
+
+fn cstr(path: &Path) -> CString {
+    CString::new(path.as_os_str().as_bytes()).unwrap()
+}
+
+fn renameat2(from: &Path, to: &Path, flags: u32) -> std::io::Result<()> {
+    let (from, to) = (cstr(from), cstr(to));
+    // SAFETY: valid C strings.
+    let ret = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            flags,
+        )
+    };
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[test]
+fn files_dirs_links_and_renames_pass_through() {
+    let m = TestMount::new(&[]);
+    fs::create_dir_all(m.path("a/b")).unwrap();
+    fs::write(m.path("a/b/f"), b"one").unwrap();
+    fs::hard_link(m.path("a/b/f"), m.path("a/g")).unwrap();
+    assert_eq!(fs::metadata(m.path("a/g")).unwrap().nlink(), 2);
+    std::os::unix::fs::symlink("b/f", m.path("a/s")).unwrap();
+    assert_eq!(fs::read_link(m.path("a/s")).unwrap(), Path::new("b/f"));
+    assert_eq!(fs::read(m.path("a/s")).unwrap(), b"one");
+    fs::rename(m.path("a/b"), m.path("c")).unwrap();
+    assert_eq!(fs::read(m.path("c/f")).unwrap(), b"one");
+    assert_eq!(fs::read(m.backing("c/f")).unwrap(), b"one");
+    let mut names: Vec<_> = fs::read_dir(m.path("a"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["g", "s"]);
+    fs::remove_file(m.path("a/g")).unwrap();
+    fs::remove_file(m.path("a/s")).unwrap();
+    fs::remove_dir(m.path("a")).unwrap();
+    assert!(!m.backing("a").exists());
+}
+
+#[test]
+fn rename_noreplace_and_exchange() {
+    let m = TestMount::new(&[]);
+    fs::write(m.path("x"), b"x").unwrap();
+    fs::write(m.path("y"), b"y").unwrap();
+    let err = renameat2(&m.path("x"), &m.path("y"), libc::RENAME_NOREPLACE).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EEXIST));
+    renameat2(&m.path("x"), &m.path("y"), libc::RENAME_EXCHANGE).unwrap();
+    assert_eq!(fs::read(m.path("x")).unwrap(), b"y");
+    assert_eq!(fs::read(m.path("y")).unwrap(), b"x");
+}
+
+#[test]
+fn truncate_append_and_positioned_io() {
+    let m = TestMount::new(&[]);
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(m.path("f"))
+        .unwrap();
+    file.write_all(b"abc").unwrap();
+    file.write_all(b"def").unwrap();
+    assert_eq!(fs::read(m.path("f")).unwrap(), b"abcdef");
+    let file = OpenOptions::new().write(true).open(m.path("f")).unwrap();
+    file.set_len(2).unwrap();
+    std::os::unix::fs::FileExt::write_at(&file, b"Z", 5).unwrap();
+    assert_eq!(fs::read(m.path("f")).unwrap(), b"ab\0\0\0Z");
+}
+
+#[test]
+fn seek_data_and_hole_pass_through() {
+    let m = TestMount::new(&[]);
+    let mut file = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .write(true)
+        .open(m.path("sparse"))
+        .unwrap();
+    file.seek(SeekFrom::Start(1 << 20)).unwrap();
+    file.write_all(b"data").unwrap();
+    file.sync_all().unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    // SAFETY: plain lseek on an open fd.
+    let data = unsafe { libc::lseek(fd, 0, libc::SEEK_DATA) };
+    let hole = unsafe { libc::lseek(fd, 0, libc::SEEK_HOLE) };
+    assert_eq!(data, 1 << 20, "first data after the hole");
+    assert_eq!(hole, 0, "the file starts with a hole");
+}
+
+#[test]
+fn fifos_xattrs_fallocate_and_copy_file_range() {
+    let m = TestMount::new(&[]);
+    let fifo = cstr(&m.path("fifo"));
+    // SAFETY: valid C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    assert!(fs::symlink_metadata(m.backing("fifo"))
+        .unwrap()
+        .file_type()
+        .is_fifo_like());
+
+    fs::write(m.path("f"), b"0123456789").unwrap();
+    let path = cstr(&m.path("f"));
+    let (name, value) = (c"user.slowfs", b"v1");
+    // SAFETY: valid pointers and lengths.
+    let set = unsafe { libc::setxattr(path.as_ptr(), name.as_ptr(), value.as_ptr().cast(), 2, 0) };
+    assert_eq!(set, 0, "{}", std::io::Error::last_os_error());
+    let mut buf = [0u8; 16];
+    let got = unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), 16) };
+    assert_eq!(&buf[..got as usize], b"v1");
+
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.path("f"))
+        .unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    // SAFETY: plain syscalls on an open fd.
+    assert_eq!(
+        unsafe {
+            libc::fallocate(
+                fd,
+                libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE,
+                2,
+                3,
+            )
+        },
+        0
+    );
+    assert_eq!(fs::read(m.path("f")).unwrap(), b"01\0\0\056789");
+    let out = File::create(m.path("g")).unwrap();
+    let (mut off_in, mut off_out) = (5i64, 0i64);
+    let copied = unsafe {
+        libc::copy_file_range(
+            fd,
+            &mut off_in,
+            std::os::fd::AsRawFd::as_raw_fd(&out),
+            &mut off_out,
+            5,
+            0,
+        )
+    };
+    assert_eq!(copied, 5);
+    assert_eq!(fs::read(m.path("g")).unwrap(), b"56789");
+}
+
+trait FifoLike {
+    fn is_fifo_like(&self) -> bool;
+}
+impl FifoLike for fs::FileType {
+    fn is_fifo_like(&self) -> bool {
+        std::os::unix::fs::FileTypeExt::is_fifo(self)
+    }
+}
+
+#[test]
+fn new_files_belong_to_the_caller_and_keep_their_mode() {
+    let m = TestMount::in_dir(Path::new("/var/tmp"), &[], |c| c.allow_other = true);
+    fs::set_permissions(m.path(""), fs::Permissions::from_mode(0o777)).unwrap();
+    let dir = m.path("");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("umask 022 && echo x > f && mkdir d && ln -s f l && mkfifo p && chmod 4755 f")
+        .current_dir(&dir)
+        .uid(4242)
+        .gid(4343)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for name in ["f", "d", "l", "p"] {
+        let meta = fs::symlink_metadata(m.backing(name)).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (4242, 4343), "{name}");
+    }
+    assert_eq!(
+        fs::metadata(m.backing("f")).unwrap().mode() & 0o7777,
+        0o4755
+    );
+    assert_eq!(fs::metadata(m.backing("d")).unwrap().mode() & 0o777, 0o755);
+}
+
+#[test]
+fn nothing_outside_the_backing_directory_is_reachable() {
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("secret"), b"secret").unwrap();
+    let m = TestMount::new(&[]);
+    // A symlink planted in the backing directory, pointing out of it.
+    std::os::unix::fs::symlink(outside.path().join("secret"), m.backing("link")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), m.backing("dirlink")).unwrap();
+
+    // The daemon never follows it: opening without following fails, and operations
+    // on the link itself do not reach the target.
+    let err = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(m.path("link"))
+        .unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ELOOP));
+    let link = cstr(&m.path("link"));
+    // SAFETY: valid C string.
+    unsafe { libc::lchown(link.as_ptr(), 4242, 4242) };
+    let target_meta = fs::metadata(outside.path().join("secret")).unwrap();
+    assert_eq!(
+        target_meta.uid(),
+        0,
+        "lchown through the mount changed the target"
+    );
+    let value = b"x";
+    let set = unsafe {
+        libc::lsetxattr(
+            link.as_ptr(),
+            c"user.x".as_ptr(),
+            value.as_ptr().cast(),
+            1,
+            0,
+        )
+    };
+    assert_ne!(
+        set, 0,
+        "user xattrs on a symlink must fail, not land on the target"
+    );
+
+    // `..` at the mount root leaves the mount (the kernel resolves it in the caller's
+    // namespace), never into the backing directory's parent.
+    let parent_via_mount = m.path("..").canonicalize().unwrap();
+    assert_eq!(
+        parent_via_mount,
+        m.path("").parent().unwrap().canonicalize().unwrap()
+    );
+
+    // Names with `/` or `..` can only come from the kernel's own resolution; the
+    // daemon still refuses them (checked in sys::component). A path with many `..`
+    // through a subdirectory stays on the caller's side too.
+    fs::create_dir(m.path("sub")).unwrap();
+    let up = m.path("sub/../sub/../../");
+    assert_eq!(up.canonicalize().unwrap(), parent_via_mount);
+    assert_eq!(fs::read(outside.path().join("secret")).unwrap(), b"secret");
+}

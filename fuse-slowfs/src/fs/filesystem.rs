@@ -18,7 +18,7 @@ use fuser::{
 
 use super::inodes::Inode;
 use super::sys::{self, check, cvt, SysResult};
-use super::{attr, file_type, respond, Inner, SlowFs};
+use super::{attr, file_type, Inner, SlowFs};
 use crate::stats::Outcome;
 
 const GENERATION: Generation = Generation(0);
@@ -158,15 +158,14 @@ impl Filesystem for SlowFs {
             0,
             &[],
             reply,
-            move |inner, reply, _, _| {
+            move |inner, done, _, _| {
                 let result = inner
                     .inodes
                     .get(parent)
                     .and_then(|dir| inner.entry(parent.0, &dir, &name));
                 let ttl = inner.ttl();
-                respond(reply, result, |r, a| {
+                done.respond(inner, result, |r, a| {
                     r.entry(&ttl, &a, GENERATION);
-                    0
                 })
             },
         );
@@ -185,15 +184,14 @@ impl Filesystem for SlowFs {
             0,
             &[],
             reply,
-            move |inner, reply, _, _| {
+            move |inner, done, _, _| {
                 let result = match fh.map(|fh| inner.handles.get(fh)) {
                     Some(Ok(handle)) => sys::stat_fd(handle.raw()),
                     _ => inner.inodes.get(ino).and_then(|i| sys::stat_fd(i.raw())),
                 };
                 let ttl = inner.ttl();
-                respond(reply, result, |r, st| {
+                done.respond(inner, result, |r, st| {
                     r.attr(&ttl, &attr(ino.0, &st));
-                    0
                 })
             },
         );
@@ -225,60 +223,19 @@ impl Filesystem for SlowFs {
             0,
             &[],
             reply,
-            move |inner, reply, _, _| {
-                let result = (|| {
-                    let inode = inner.inodes.get(ino)?;
-                    let handle = fh.and_then(|fh| inner.handles.get(fh).ok());
-                    let proc_path = sys::proc_path(inode.raw());
-                    let is_symlink =
-                        sys::stat_fd(inode.raw())?.st_mode & libc::S_IFMT == libc::S_IFLNK;
-                    if let Some(mode) = mode {
-                        // SAFETY: plain syscalls on owned fds / valid C strings.
-                        check(unsafe {
-                            match &handle {
-                                Some(h) => libc::fchmod(h.raw(), mode & 0o7777),
-                                None => libc::chmod(proc_path.as_ptr(), mode & 0o7777),
-                            }
-                        })?;
-                    }
-                    if uid.is_some() || gid.is_some() {
-                        sys::chown_at(
-                            inode.raw(),
-                            c"",
-                            uid.unwrap_or(u32::MAX),
-                            gid.unwrap_or(u32::MAX),
-                        )?;
-                    }
-                    if let Some(size) = size {
-                        // SAFETY: as above.
-                        check(unsafe {
-                            match &handle {
-                                Some(h) => libc::ftruncate(h.raw(), size as i64),
-                                None => libc::truncate(proc_path.as_ptr(), size as i64),
-                            }
-                        })?;
-                    }
-                    if (atime.is_some() || mtime.is_some()) && !is_symlink {
-                        let times = [time_spec(atime), time_spec(mtime)];
-                        // SAFETY: times is a valid two-element array.
-                        check(unsafe {
-                            match &handle {
-                                Some(h) => libc::futimens(h.raw(), times.as_ptr()),
-                                None => libc::utimensat(
-                                    libc::AT_FDCWD,
-                                    proc_path.as_ptr(),
-                                    times.as_ptr(),
-                                    0,
-                                ),
-                            }
-                        })?;
-                    }
-                    sys::stat_fd(inode.raw())
-                })();
+            move |inner, done, _, _| {
+                let change = AttrChange {
+                    mode,
+                    uid,
+                    gid,
+                    size,
+                    atime,
+                    mtime,
+                };
+                let result = inner.set_attributes(ino, fh, change);
                 let ttl = inner.ttl();
-                respond(reply, result, |r, st| {
+                done.respond(inner, result, |r, st| {
                     r.attr(&ttl, &attr(ino.0, &st));
-                    0
                 })
             },
         );
@@ -293,14 +250,13 @@ impl Filesystem for SlowFs {
             0,
             &[],
             reply,
-            move |inner, reply, _, _| {
+            move |inner, done, _, _| {
                 let result = inner
                     .inodes
                     .get(ino)
                     .and_then(|i| sys::readlink_fd(i.raw()));
-                respond(reply, result, |r, target| {
+                done.respond(inner, result, |r, target| {
                     r.data(&target);
-                    0
                 })
             },
         );
@@ -320,28 +276,20 @@ impl Filesystem for SlowFs {
         let path = inner.child_path(parent.0, name);
         let name = name.to_os_string();
         let caller = Caller::of(req);
-        inner.serve(
-            Op::Mknod,
-            &path,
-            0,
-            &[],
-            reply,
-            move |inner, reply, _, _| {
-                let result = (|| {
-                    let dir = inner.inodes.get(parent)?;
-                    let cname = sys::component(&name)?;
-                    // SAFETY: plain syscall with a valid C string.
-                    check(unsafe { libc::mknodat(dir.raw(), cname.as_ptr(), mode, rdev as u64) })?;
-                    inner.adopt(&dir, &cname, caller, mode, mode & libc::S_IFMT)?;
-                    inner.entry(parent.0, &dir, &name)
-                })();
-                let ttl = inner.ttl();
-                respond(reply, result, |r, a| {
-                    r.entry(&ttl, &a, GENERATION);
-                    0
-                })
-            },
-        );
+        inner.serve(Op::Mknod, &path, 0, &[], reply, move |inner, done, _, _| {
+            let result = (|| {
+                let dir = inner.inodes.get(parent)?;
+                let cname = sys::component(&name)?;
+                // SAFETY: plain syscall with a valid C string.
+                check(unsafe { libc::mknodat(dir.raw(), cname.as_ptr(), mode, rdev as u64) })?;
+                inner.adopt(&dir, &cname, caller, mode, mode & libc::S_IFMT)?;
+                inner.entry(parent.0, &dir, &name)
+            })();
+            let ttl = inner.ttl();
+            done.respond(inner, result, |r, a| {
+                r.entry(&ttl, &a, GENERATION);
+            })
+        });
     }
 
     fn mkdir(
@@ -357,28 +305,20 @@ impl Filesystem for SlowFs {
         let path = inner.child_path(parent.0, name);
         let name = name.to_os_string();
         let caller = Caller::of(req);
-        inner.serve(
-            Op::Mkdir,
-            &path,
-            0,
-            &[],
-            reply,
-            move |inner, reply, _, _| {
-                let result = (|| {
-                    let dir = inner.inodes.get(parent)?;
-                    let cname = sys::component(&name)?;
-                    // SAFETY: plain syscall with a valid C string.
-                    check(unsafe { libc::mkdirat(dir.raw(), cname.as_ptr(), mode) })?;
-                    inner.adopt(&dir, &cname, caller, mode, libc::S_IFDIR)?;
-                    inner.entry(parent.0, &dir, &name)
-                })();
-                let ttl = inner.ttl();
-                respond(reply, result, |r, a| {
-                    r.entry(&ttl, &a, GENERATION);
-                    0
-                })
-            },
-        );
+        inner.serve(Op::Mkdir, &path, 0, &[], reply, move |inner, done, _, _| {
+            let result = (|| {
+                let dir = inner.inodes.get(parent)?;
+                let cname = sys::component(&name)?;
+                // SAFETY: plain syscall with a valid C string.
+                check(unsafe { libc::mkdirat(dir.raw(), cname.as_ptr(), mode) })?;
+                inner.adopt(&dir, &cname, caller, mode, libc::S_IFDIR)?;
+                inner.entry(parent.0, &dir, &name)
+            })();
+            let ttl = inner.ttl();
+            done.respond(inner, result, |r, a| {
+                r.entry(&ttl, &a, GENERATION);
+            })
+        });
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -408,7 +348,7 @@ impl Filesystem for SlowFs {
             0,
             &[],
             reply,
-            move |inner, reply, _, _| {
+            move |inner, done, _, _| {
                 let result = (|| {
                     let dir = inner.inodes.get(parent)?;
                     let cname = sys::component(&name)?;
@@ -419,9 +359,8 @@ impl Filesystem for SlowFs {
                     inner.entry(parent.0, &dir, &name)
                 })();
                 let ttl = inner.ttl();
-                respond(reply, result, |r, a| {
+                done.respond(inner, result, |r, a| {
                     r.entry(&ttl, &a, GENERATION);
-                    0
                 })
             },
         );
@@ -446,7 +385,7 @@ impl Filesystem for SlowFs {
             0,
             &[],
             reply,
-            move |inner, reply, _, _| {
+            move |inner, done, _, _| {
                 let result = (|| {
                     let from = inner.inodes.get(parent)?;
                     let to = inner.inodes.get(newparent)?;
@@ -467,9 +406,8 @@ impl Filesystem for SlowFs {
                         .renamed((parent.0, &name), (newparent.0, &newname), exchange);
                     Ok(())
                 })();
-                respond(reply, result, |r, ()| {
+                done.respond(inner, result, |r, ()| {
                     r.ok();
-                    0
                 })
             },
         );
@@ -486,7 +424,7 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.child_path(newparent.0, newname);
         let newname = newname.to_os_string();
-        inner.serve(Op::Link, &path, 0, &[], reply, move |inner, reply, _, _| {
+        inner.serve(Op::Link, &path, 0, &[], reply, move |inner, done, _, _| {
             let result = (|| {
                 let inode = inner.inodes.get(ino)?;
                 let dir = inner.inodes.get(newparent)?;
@@ -504,9 +442,8 @@ impl Filesystem for SlowFs {
                 inner.entry(newparent.0, &dir, &newname)
             })();
             let ttl = inner.ttl();
-            respond(reply, result, |r, a| {
+            done.respond(inner, result, |r, a| {
                 r.entry(&ttl, &a, GENERATION);
-                0
             })
         });
     }
@@ -515,15 +452,14 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         let fopen = inner.open_flags(&path);
-        inner.serve(Op::Open, &path, 0, &[], reply, move |inner, reply, _, _| {
+        inner.serve(Op::Open, &path, 0, &[], reply, move |inner, done, _, _| {
             let result = inner
                 .inodes
                 .get(ino)
                 .and_then(|i| sys::reopen(i.raw(), backing_flags(flags.0)))
                 .map(|fd| inner.handles.insert(fd, ino.0));
-            respond(reply, result, |r, fh| {
+            done.respond(inner, result, |r, fh| {
                 r.opened(fh, fopen);
-                0
             })
         });
     }
@@ -547,16 +483,20 @@ impl Filesystem for SlowFs {
             size as u64,
             &[],
             reply,
-            move |inner, reply, short, _| {
+            move |inner, done, short, _| {
                 let len = short.map_or(size as usize, |s| s as usize);
                 let result = inner
                     .handles
                     .get(fh)
                     .and_then(|h| sys::pread(h.raw(), len, offset));
-                respond(reply, result, |r, buf| {
-                    r.data(&buf);
-                    buf.len() as u64
-                })
+                done.respond_moved(
+                    inner,
+                    result,
+                    |buf| buf.len() as u64,
+                    |r, buf| {
+                        r.data(&buf);
+                    },
+                )
             },
         );
     }
@@ -582,16 +522,20 @@ impl Filesystem for SlowFs {
             len,
             data,
             reply,
-            move |inner, reply, short, data| {
+            move |inner, done, short, data| {
                 let data = &data[..short.map_or(data.len(), |s| s as usize)];
                 let result = inner
                     .handles
                     .get(fh)
                     .and_then(|h| sys::pwrite(h.raw(), data, offset));
-                respond(reply, result, |r, n| {
-                    r.written(n as u32);
-                    n as u64
-                })
+                done.respond_moved(
+                    inner,
+                    result,
+                    |n| *n as u64,
+                    |r, n| {
+                        r.written(n as u32);
+                    },
+                )
             },
         );
     }
@@ -606,26 +550,18 @@ impl Filesystem for SlowFs {
     ) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
-        inner.serve(
-            Op::Flush,
-            &path,
-            0,
-            &[],
-            reply,
-            move |inner, reply, _, _| {
-                // close(dup(fd)): what close(2) would do on the backing file (NFS-style
-                // backing filesystems report write-back errors here), without closing ours.
-                let result = inner.handles.get(fh).and_then(|h| {
-                    // SAFETY: dup of an fd we own; the copy is closed at once.
-                    let copy = cvt(unsafe { libc::dup(h.raw()) })?;
-                    check(unsafe { libc::close(copy) })
-                });
-                respond(reply, result, |r, ()| {
-                    r.ok();
-                    0
-                })
-            },
-        );
+        inner.serve(Op::Flush, &path, 0, &[], reply, move |inner, done, _, _| {
+            // close(dup(fd)): what close(2) would do on the backing file (NFS-style
+            // backing filesystems report write-back errors here), without closing ours.
+            let result = inner.handles.get(fh).and_then(|h| {
+                // SAFETY: dup of an fd we own; the copy is closed at once.
+                let copy = cvt(unsafe { libc::dup(h.raw()) })?;
+                check(unsafe { libc::close(copy) })
+            });
+            done.respond(inner, result, |r, ()| {
+                r.ok();
+            })
+        });
     }
 
     fn release(
@@ -646,10 +582,9 @@ impl Filesystem for SlowFs {
             0,
             &[],
             reply,
-            move |inner, reply, _, _| {
+            move |inner, done, _, _| {
                 inner.handles.remove(fh);
-                reply.ok();
-                Outcome::default()
+                done.record(inner, Outcome::default()).ok();
             },
         );
     }
@@ -680,15 +615,14 @@ impl Filesystem for SlowFs {
             0,
             &[],
             reply,
-            move |inner, reply, _, _| {
+            move |inner, done, _, _| {
                 let result = inner
                     .inodes
                     .get(ino)
                     .and_then(|i| sys::openat(i.raw(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0))
                     .map(|fd| inner.handles.insert(fd, ino.0));
-                respond(reply, result, |r, fh| {
+                done.respond(inner, result, |r, fh| {
                     r.opened(fh, FopenFlags::empty());
-                    0
                 })
             },
         );
@@ -710,18 +644,19 @@ impl Filesystem for SlowFs {
             0,
             &[],
             reply,
-            move |inner, mut reply, _, _| {
+            move |inner, done, _, _| {
                 let handle = match inner.handles.get(fh) {
                     Ok(handle) => handle,
-                    Err(errno) => return respond(reply, Err::<(), _>(errno), |_, ()| 0),
+                    Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
                 };
                 let mut listing = handle.listing.lock().unwrap();
                 if offset == 0 || !listing.filled {
                     if let Err(errno) = fill_listing(handle.raw(), &mut listing) {
                         drop(listing);
-                        return respond(reply, Err::<(), _>(errno), |_, ()| 0);
+                        return done.respond(inner, Err::<(), _>(errno), |_, ()| {});
                     }
                 }
+                let mut reply = done.record(inner, Outcome::default());
                 for (i, (entry_ino, kind, name)) in
                     listing.entries.iter().enumerate().skip(offset as usize)
                 {
@@ -730,7 +665,6 @@ impl Filesystem for SlowFs {
                     }
                 }
                 reply.ok();
-                Outcome::default()
             },
         );
     }
@@ -751,10 +685,9 @@ impl Filesystem for SlowFs {
             0,
             &[],
             reply,
-            move |inner, reply, _, _| {
+            move |inner, done, _, _| {
                 inner.handles.remove(fh);
-                reply.ok();
-                Outcome::default()
+                done.record(inner, Outcome::default()).ok();
             },
         );
     }
@@ -779,13 +712,13 @@ impl Filesystem for SlowFs {
             0,
             &[],
             reply,
-            move |inner, reply, _, _| {
+            move |inner, done, _, _| {
                 let result = inner.inodes.get(ino).and_then(|i| {
                     // SAFETY: zeroed statvfs is a valid out-parameter.
                     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
                     check(unsafe { libc::fstatvfs(i.raw(), &mut st) }).map(|()| st)
                 });
-                respond(reply, result, |r, st| {
+                done.respond(inner, result, |r, st| {
                     r.statfs(
                         st.f_blocks,
                         st.f_bfree,
@@ -796,7 +729,6 @@ impl Filesystem for SlowFs {
                         st.f_namemax as u32,
                         st.f_frsize as u32,
                     );
-                    0
                 })
             },
         );
@@ -821,7 +753,7 @@ impl Filesystem for SlowFs {
             0,
             value,
             reply,
-            move |inner, reply, _, value| {
+            move |inner, done, _, value| {
                 let result = xattr_target(inner, ino).and_then(|p| {
                     let name = CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)?;
                     // SAFETY: valid C strings and a buffer of the given length.
@@ -835,9 +767,8 @@ impl Filesystem for SlowFs {
                         )
                     })
                 });
-                respond(reply, result, |r, ()| {
+                done.respond(inner, result, |r, ()| {
                     r.ok();
-                    0
                 })
             },
         );
@@ -847,93 +778,69 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         let name = name.to_os_string();
-        inner.serve(
-            Op::Xattr,
-            &path,
-            0,
-            &[],
-            reply,
-            move |inner, reply, _, _| {
-                let result = xattr_target(inner, ino).and_then(|p| {
-                    let name = CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)?;
-                    let mut buf = vec![0u8; size as usize];
-                    // SAFETY: buffer valid for its length (0 asks for the size).
-                    let n = cvt(unsafe {
-                        libc::getxattr(
-                            p.as_ptr(),
-                            name.as_ptr(),
-                            buf.as_mut_ptr().cast(),
-                            buf.len(),
-                        )
-                    })?;
-                    buf.truncate(n as usize);
-                    Ok((n as u32, buf))
-                });
-                respond(reply, result, |r, (n, buf)| {
-                    if size == 0 {
-                        r.size(n)
-                    } else {
-                        r.data(&buf)
-                    }
-                    0
-                })
-            },
-        );
+        inner.serve(Op::Xattr, &path, 0, &[], reply, move |inner, done, _, _| {
+            let result = xattr_target(inner, ino).and_then(|p| {
+                let name = CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)?;
+                let mut buf = vec![0u8; size as usize];
+                // SAFETY: buffer valid for its length (0 asks for the size).
+                let n = cvt(unsafe {
+                    libc::getxattr(
+                        p.as_ptr(),
+                        name.as_ptr(),
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                    )
+                })?;
+                buf.truncate(n as usize);
+                Ok((n as u32, buf))
+            });
+            done.respond(inner, result, |r, (n, buf)| {
+                if size == 0 {
+                    r.size(n)
+                } else {
+                    r.data(&buf)
+                }
+            })
+        });
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
-        inner.serve(
-            Op::Xattr,
-            &path,
-            0,
-            &[],
-            reply,
-            move |inner, reply, _, _| {
-                let result = xattr_target(inner, ino).and_then(|p| {
-                    let mut buf = vec![0u8; size as usize];
-                    // SAFETY: buffer valid for its length (0 asks for the size).
-                    let n = cvt(unsafe {
-                        libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
-                    })?;
-                    buf.truncate(n as usize);
-                    Ok((n as u32, buf))
-                });
-                respond(reply, result, |r, (n, buf)| {
-                    if size == 0 {
-                        r.size(n)
-                    } else {
-                        r.data(&buf)
-                    }
-                    0
-                })
-            },
-        );
+        inner.serve(Op::Xattr, &path, 0, &[], reply, move |inner, done, _, _| {
+            let result = xattr_target(inner, ino).and_then(|p| {
+                let mut buf = vec![0u8; size as usize];
+                // SAFETY: buffer valid for its length (0 asks for the size).
+                let n = cvt(unsafe {
+                    libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
+                })?;
+                buf.truncate(n as usize);
+                Ok((n as u32, buf))
+            });
+            done.respond(inner, result, |r, (n, buf)| {
+                if size == 0 {
+                    r.size(n)
+                } else {
+                    r.data(&buf)
+                }
+            })
+        });
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         let name = name.to_os_string();
-        inner.serve(
-            Op::Xattr,
-            &path,
-            0,
-            &[],
-            reply,
-            move |inner, reply, _, _| {
-                let result = xattr_target(inner, ino).and_then(|p| {
-                    let name = CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)?;
-                    // SAFETY: valid C strings.
-                    check(unsafe { libc::removexattr(p.as_ptr(), name.as_ptr()) })
-                });
-                respond(reply, result, |r, ()| {
-                    r.ok();
-                    0
-                })
-            },
-        );
+        inner.serve(Op::Xattr, &path, 0, &[], reply, move |inner, done, _, _| {
+            let result = xattr_target(inner, ino).and_then(|p| {
+                let name = CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)?;
+                // SAFETY: valid C strings.
+                check(unsafe { libc::removexattr(p.as_ptr(), name.as_ptr()) })
+            });
+            done.respond(inner, result, |r, ()| {
+                r.ok();
+            })
+        });
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
@@ -945,15 +852,14 @@ impl Filesystem for SlowFs {
             0,
             &[],
             reply,
-            move |inner, reply, _, _| {
+            move |inner, done, _, _| {
                 let result = inner.inodes.get(ino).and_then(|i| {
                     let p = sys::proc_path(i.raw());
                     // SAFETY: valid C string.
                     check(unsafe { libc::faccessat(libc::AT_FDCWD, p.as_ptr(), mask.bits(), 0) })
                 });
-                respond(reply, result, |r, ()| {
+                done.respond(inner, result, |r, ()| {
                     r.ok();
-                    0
                 })
             },
         );
@@ -980,7 +886,7 @@ impl Filesystem for SlowFs {
             0,
             &[],
             reply,
-            move |inner, reply, _, _| {
+            move |inner, done, _, _| {
                 let result = (|| {
                     let dir = inner.inodes.get(parent)?;
                     let cname = sys::component(&name)?;
@@ -995,9 +901,8 @@ impl Filesystem for SlowFs {
                     Ok((attr, inner.handles.insert(fd, attr.ino.0)))
                 })();
                 let ttl = inner.ttl();
-                respond(reply, result, |r, (attr, fh)| {
+                done.respond(inner, result, |r, (attr, fh)| {
                     r.created(&ttl, &attr, GENERATION, fh, fopen);
-                    0
                 })
             },
         );
@@ -1021,14 +926,13 @@ impl Filesystem for SlowFs {
             length,
             &[],
             reply,
-            move |inner, reply, _, _| {
+            move |inner, done, _, _| {
                 let result = inner.handles.get(fh).and_then(|h| {
                     // SAFETY: plain syscall on an fd we own.
                     check(unsafe { libc::fallocate(h.raw(), mode, offset as i64, length as i64) })
                 });
-                respond(reply, result, |r, ()| {
+                done.respond(inner, result, |r, ()| {
                     r.ok();
-                    0
                 })
             },
         );
@@ -1045,24 +949,16 @@ impl Filesystem for SlowFs {
     ) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
-        inner.serve(
-            Op::Lseek,
-            &path,
-            0,
-            &[],
-            reply,
-            move |inner, reply, _, _| {
-                let result = inner.handles.get(fh).and_then(|h| {
-                    // SAFETY: plain syscall on an fd we own; reads use pread, so moving
-                    // this fd's position changes nothing else.
-                    cvt(unsafe { libc::lseek(h.raw(), offset, whence) })
-                });
-                respond(reply, result, |r, pos| {
-                    r.offset(pos);
-                    0
-                })
-            },
-        );
+        inner.serve(Op::Lseek, &path, 0, &[], reply, move |inner, done, _, _| {
+            let result = inner.handles.get(fh).and_then(|h| {
+                // SAFETY: plain syscall on an fd we own; reads use pread, so moving
+                // this fd's position changes nothing else.
+                cvt(unsafe { libc::lseek(h.raw(), offset, whence) })
+            });
+            done.respond(inner, result, |r, pos| {
+                r.offset(pos);
+            })
+        });
     }
 
     fn copy_file_range(
@@ -1086,7 +982,7 @@ impl Filesystem for SlowFs {
             len,
             &[],
             reply,
-            move |inner, reply, short, _| {
+            move |inner, done, short, _| {
                 let len = short.unwrap_or(len) as usize;
                 let result = (|| {
                     let (src, dst) = (inner.handles.get(fh_in)?, inner.handles.get(fh_out)?);
@@ -1103,12 +999,92 @@ impl Filesystem for SlowFs {
                         )
                     })
                 })();
-                respond(reply, result, |r, n| {
-                    r.written(n as u32);
-                    n as u64
-                })
+                done.respond_moved(
+                    inner,
+                    result,
+                    |n| *n as u64,
+                    |r, n| {
+                        r.written(n as u32);
+                    },
+                )
             },
         );
+    }
+}
+
+/// What a setattr request asks to change.
+struct AttrChange {
+    mode: Option<u32>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    size: Option<u64>,
+    atime: Option<TimeOrNow>,
+    mtime: Option<TimeOrNow>,
+}
+
+impl Inner {
+    /// Applies a setattr: through the open handle when the kernel names one, else
+    /// through the inode (by `/proc/self/fd`, or by name for a symlink's own times).
+    fn set_attributes(
+        &self,
+        ino: INodeNo,
+        fh: Option<FileHandle>,
+        change: AttrChange,
+    ) -> SysResult<libc::stat> {
+        let inode = self.inodes.get(ino)?;
+        let handle = fh.and_then(|fh| self.handles.get(fh).ok());
+        let proc_path = sys::proc_path(inode.raw());
+        let is_symlink = sys::stat_fd(inode.raw())?.st_mode & libc::S_IFMT == libc::S_IFLNK;
+        if let Some(mode) = change.mode {
+            // SAFETY: plain syscalls on owned fds / valid C strings.
+            check(unsafe {
+                match &handle {
+                    Some(h) => libc::fchmod(h.raw(), mode & 0o7777),
+                    None => libc::chmod(proc_path.as_ptr(), mode & 0o7777),
+                }
+            })?;
+        }
+        if change.uid.is_some() || change.gid.is_some() {
+            let (uid, gid) = (
+                change.uid.unwrap_or(u32::MAX),
+                change.gid.unwrap_or(u32::MAX),
+            );
+            sys::chown_at(inode.raw(), c"", uid, gid)?;
+        }
+        if let Some(size) = change.size {
+            // SAFETY: as above.
+            check(unsafe {
+                match &handle {
+                    Some(h) => libc::ftruncate(h.raw(), size as i64),
+                    None => libc::truncate(proc_path.as_ptr(), size as i64),
+                }
+            })?;
+        }
+        if change.atime.is_some() || change.mtime.is_some() {
+            let times = [time_spec(change.atime), time_spec(change.mtime)];
+            let by_name = if is_symlink && handle.is_none() {
+                let (dir, name) = self.inodes.location(ino.0).ok_or(Errno::ESTALE)?;
+                Some((dir, sys::component(&name)?))
+            } else {
+                None
+            };
+            // SAFETY: times is a valid two-element array; C strings are valid.
+            check(unsafe {
+                match (&handle, &by_name) {
+                    (Some(h), _) => libc::futimens(h.raw(), times.as_ptr()),
+                    (None, Some((dir, name))) => libc::utimensat(
+                        dir.raw(),
+                        name.as_ptr(),
+                        times.as_ptr(),
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    ),
+                    (None, None) => {
+                        libc::utimensat(libc::AT_FDCWD, proc_path.as_ptr(), times.as_ptr(), 0)
+                    }
+                }
+            })?;
+        }
+        sys::stat_fd(inode.raw())
     }
 }
 
@@ -1117,15 +1093,14 @@ impl SlowFs {
         let inner = &self.inner;
         let path = inner.child_path(parent.0, name);
         let name = name.to_os_string();
-        inner.serve(op, &path, 0, &[], reply, move |inner, reply, _, _| {
+        inner.serve(op, &path, 0, &[], reply, move |inner, done, _, _| {
             let result = inner.inodes.get(parent).and_then(|dir| {
                 let cname = sys::component(&name)?;
                 // SAFETY: plain syscall with a valid C string.
                 check(unsafe { libc::unlinkat(dir.raw(), cname.as_ptr(), flags) })
             });
-            respond(reply, result, |r, ()| {
+            done.respond(inner, result, |r, ()| {
                 r.ok();
-                0
             })
         });
     }
@@ -1133,7 +1108,7 @@ impl SlowFs {
     fn sync(&self, op: Op, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
-        inner.serve(op, &path, 0, &[], reply, move |inner, reply, _, _| {
+        inner.serve(op, &path, 0, &[], reply, move |inner, done, _, _| {
             let result = inner.handles.get(fh).and_then(|h| {
                 // SAFETY: plain syscalls on an fd we own.
                 check(unsafe {
@@ -1144,9 +1119,8 @@ impl SlowFs {
                     }
                 })
             });
-            respond(reply, result, |r, ()| {
+            done.respond(inner, result, |r, ()| {
                 r.ok();
-                0
             })
         });
     }

@@ -162,6 +162,15 @@ impl Inodes {
         }
     }
 
+    /// The directory and name an inode was last seen under: how to reach a symlink
+    /// itself, which calls on its `O_PATH` fd cannot (utimensat).
+    pub fn location(&self, ino: u64) -> Option<(Arc<Inode>, OsString)> {
+        let table = self.table.lock().unwrap();
+        let entry = table.entries.get(&ino)?;
+        let parent = table.entries.get(&entry.parent)?;
+        (ino != ROOT).then(|| (Arc::clone(&parent.inode), entry.name.clone()))
+    }
+
     /// The mount-relative path an inode was last seen at (`dir/file`, root is `""`).
     pub fn path(&self, ino: u64) -> String {
         let table = self.table.lock().unwrap();

@@ -127,25 +127,20 @@ impl Inner {
         bytes: u64,
         data: &[u8],
         reply: R,
-        job: impl FnOnce(&Arc<Inner>, R, Option<u64>, &[u8]) -> Outcome + Send + 'static,
+        job: impl FnOnce(&Arc<Inner>, Done<R>, Option<u64>, &[u8]) + Send + 'static,
     ) {
-        let arrived = Instant::now();
         let verdict = self.plan.decide(op, path, bytes);
-        let faulted = !verdict.is_clean();
+        let done = Done {
+            reply,
+            op,
+            arrived: Instant::now(),
+            faulted: !verdict.is_clean(),
+        };
         let error = verdict.error.map(Errno::from_i32);
         let short = verdict.short_to;
-        let finish = move |inner: &Arc<Inner>, data: &[u8]| {
-            let outcome = match error {
-                Some(errno) => {
-                    reply.error(errno);
-                    Outcome {
-                        bytes: 0,
-                        failed: true,
-                    }
-                }
-                None => job(inner, reply, short, data),
-            };
-            inner.stats.record(op, arrived.elapsed(), outcome, faulted);
+        let finish = move |inner: &Arc<Inner>, data: &[u8]| match error {
+            Some(errno) => done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
+            None => job(inner, done, short, data),
         };
         if verdict.delay.is_zero() && verdict.hang.is_none() {
             finish(self, data);
@@ -154,6 +149,70 @@ impl Inner {
             let data = data.to_vec();
             self.scheduler
                 .after(verdict.delay, verdict.hang, move || finish(&inner, &data));
+        }
+    }
+}
+
+/// A request's reply, still to be sent, with what the stats need to know about it.
+/// Stats are recorded before the reply goes out, so that a caller whose syscall has
+/// returned always finds its request counted.
+pub(crate) struct Done<R> {
+    reply: R,
+    op: Op,
+    arrived: Instant,
+    faulted: bool,
+}
+
+impl<R: AnyReply> Done<R> {
+    /// Records the request and hands back the reply to send.
+    pub(crate) fn record(self, inner: &Inner, outcome: Outcome) -> R {
+        inner
+            .stats
+            .record(self.op, self.arrived.elapsed(), outcome, self.faulted);
+        self.reply
+    }
+
+    /// Replies with `send` on success, or with the errno.
+    pub(crate) fn respond<T>(
+        self,
+        inner: &Inner,
+        result: Result<T, Errno>,
+        send: impl FnOnce(R, T),
+    ) {
+        self.respond_moved(inner, result, |_| 0, send);
+    }
+
+    /// As [`Done::respond`], counting the bytes `moved` says the value carries.
+    pub(crate) fn respond_moved<T>(
+        self,
+        inner: &Inner,
+        result: Result<T, Errno>,
+        moved: impl FnOnce(&T) -> u64,
+        send: impl FnOnce(R, T),
+    ) {
+        match result {
+            Ok(value) => {
+                let bytes = moved(&value);
+                send(
+                    self.record(
+                        inner,
+                        Outcome {
+                            bytes,
+                            failed: false,
+                        },
+                    ),
+                    value,
+                );
+            }
+            Err(errno) => self
+                .record(
+                    inner,
+                    Outcome {
+                        bytes: 0,
+                        failed: true,
+                    },
+                )
+                .error(errno),
         }
     }
 }
@@ -186,27 +245,6 @@ any_reply!(
     fuser::ReplyXattr,
     fuser::ReplyLseek
 );
-
-/// Sends a result: `ok` replies and says how many bytes moved, an error fails the reply.
-fn respond<R: AnyReply, T>(
-    reply: R,
-    result: Result<T, Errno>,
-    ok: impl FnOnce(R, T) -> u64,
-) -> Outcome {
-    match result {
-        Ok(value) => Outcome {
-            bytes: ok(reply, value),
-            failed: false,
-        },
-        Err(errno) => {
-            reply.error(errno);
-            Outcome {
-                bytes: 0,
-                failed: true,
-            }
-        }
-    }
-}
 
 fn errno_to_io(errno: Errno) -> std::io::Error {
     std::io::Error::from_raw_os_error(errno.code())

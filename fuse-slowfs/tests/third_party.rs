@@ -1,0 +1,112 @@
+//! Third-party filesystem suites on a slowfs mount with no rules: fsx (data
+//! integrity under every I/O operation it knows) and pjdfstest (POSIX semantics).
+//! `.ci/run` installs both (`cargo install fsx pjdfstest`); a missing tool fails.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::TestMount;
+
+const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+
+/// Finds an installed tool on PATH or in cargo's bin directory.
+fn tool(name: &str) -> PathBuf {
+    let cargo_bin = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .map(|home| home.join("bin"));
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(cargo_bin)
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| {
+            panic!("{name} is not installed: run `cargo install {name}` (.ci/run does)")
+        })
+}
+
+#[test]
+fn fsx_100k_operations_with_every_op_enabled() {
+    let m = TestMount::new(&[]);
+    let ops = std::env::var("SLOWFS_FSX_OPS").unwrap_or_else(|_| "100000".into());
+    let seed = std::env::var("SLOWFS_FSX_SEED").unwrap_or_else(|_| "1".into());
+    println!("fsx: {ops} ops, seed {seed} (SLOWFS_FSX_OPS / SLOWFS_FSX_SEED to change)");
+    let artifacts = tempfile::tempdir().unwrap();
+    let output = Command::new(tool("fsx"))
+        .args(["-N", &ops, "-S", &seed, "-f"])
+        .arg(Path::new(DATA).join("fsx.toml"))
+        .arg("-P")
+        .arg(artifacts.path())
+        .arg(m.path("fsx.data"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && text.contains("All operations completed A-OK"),
+        "fsx failed:\n{text}"
+    );
+    let stats = m.mount().stats();
+    assert!(
+        stats.count("write") > 1000,
+        "fsx's writes went through the daemon"
+    );
+}
+
+#[test]
+fn pjdfstest_passes_everything_that_applies() {
+    // Tests that switch user need a mount other users may enter (/tmp may be 0700).
+    let m = TestMount::in_dir(Path::new("/var/tmp"), &[], |c| c.allow_other = true);
+    std::fs::set_permissions(
+        m.path(""),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    // A second filesystem for the EXDEV tests.
+    let other_fs = tempfile::tempdir_in("/dev/shm").unwrap();
+    let output = Command::new(tool("pjdfstest"))
+        .arg("-c")
+        .arg(Path::new(DATA).join("pjdfstest.toml"))
+        .arg("-p")
+        .arg(m.path(""))
+        .arg("-s")
+        .arg(other_fs.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
+    let count = |suffix: &str| {
+        text.lines()
+            .filter(|l| l.trim_end().ends_with(suffix))
+            .count()
+    };
+    let (passed, failed, skipped) = (count(" ok"), count("FAILED"), count("skipped"));
+    println!("pjdfstest: {passed} passed, {failed} failed, {skipped} skipped");
+    // Every skip must be one we understand: remounting read-only, or LINK_MAX.
+    let reasons: Vec<&str> = text
+        .lines()
+        .zip(text.lines().skip(1))
+        .filter(|(line, _)| line.trim_end().ends_with("skipped"))
+        .map(|(line, reason)| {
+            println!(
+                "  skipped {}: {}",
+                line.split_whitespace().next().unwrap_or(""),
+                reason.trim()
+            );
+            reason.trim()
+        })
+        .collect();
+    for reason in &reasons {
+        assert!(
+            reason.contains("allow_remount") || reason.contains("LINK_MAX"),
+            "unexpected skip reason: {reason}"
+        );
+    }
+    assert!(
+        output.status.success() && failed == 0,
+        "pjdfstest failed:\n{text}"
+    );
+    assert!(passed > 350, "pjdfstest ran only {passed} tests:\n{text}");
+}

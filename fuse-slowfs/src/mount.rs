@@ -34,6 +34,9 @@ pub struct MountConfig {
     pub threads: usize,
     /// Control socket: `None` for none, `Some(None)` for the default path.
     pub control: Option<Option<PathBuf>>,
+    /// Let the kernel gather small writes in its page cache (files that data rules
+    /// touch bypass it either way).
+    pub writeback_cache: bool,
 }
 
 impl MountConfig {
@@ -47,6 +50,7 @@ impl MountConfig {
             allow_other: false,
             threads: 4,
             control: Some(None),
+            writeback_cache: true,
         }
     }
 }
@@ -80,7 +84,7 @@ impl Mount {
         let mountpoint = config.mountpoint.canonicalize()?;
         let seed = config.spec.seed.unwrap_or(config.default_seed);
         let plan = Arc::new(FaultPlan::new(seed, config.spec.rules.iter().cloned()));
-        let fs = SlowFs::new(&config.backing, plan)?;
+        let fs = SlowFs::new(&config.backing, plan, config.writeback_cache)?;
         let inner = fs.inner();
 
         let mut options = vec![
@@ -267,7 +271,7 @@ fn unescape_mount_path(field: &str) -> PathBuf {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'\\'
-            && i + 3 < bytes.len() + 0
+            && i + 3 < bytes.len()
             && bytes[i + 1..i + 4].iter().all(u8::is_ascii_digit)
         {
             let code = u8::from_str_radix(&field[i + 1..i + 4], 8).unwrap_or(b'?');

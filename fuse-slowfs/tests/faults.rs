@@ -208,6 +208,7 @@ fn stats_count_what_happened() {
     let m = TestMount::new(&["write error=EIO every=2"]);
     let mut file = OpenOptions::new()
         .create(true)
+        .truncate(true)
         .write(true)
         .open(m.path("f"))
         .unwrap();

@@ -95,6 +95,7 @@ fn seek_data_and_hole_pass_through() {
     let m = TestMount::new(&[]);
     let mut file = OpenOptions::new()
         .create(true)
+        .truncate(true)
         .read(true)
         .write(true)
         .open(m.path("sparse"))
@@ -149,7 +150,7 @@ fn fifos_xattrs_fallocate_and_copy_file_range() {
         },
         0
     );
-    assert_eq!(fs::read(m.path("f")).unwrap(), b"01\0\0\056789");
+    assert_eq!(fs::read(m.path("f")).unwrap(), b"01\x00\x00\x0056789");
     let out = File::create(m.path("g")).unwrap();
     let (mut off_in, mut off_out) = (5i64, 0i64);
     let copied = unsafe {

@@ -48,14 +48,9 @@ impl Inner {
         let cname = sys::component(name)?;
         let fd = sys::openat(dir.raw(), &cname, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
         let st = sys::stat_fd(sys::raw(&fd))?;
-        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        let ino = self.inodes.remember(
-            parent,
-            name.to_os_string(),
-            fd,
-            (st.st_dev, st.st_ino),
-            is_dir,
-        );
+        let ino = self
+            .inodes
+            .remember(parent, name.to_os_string(), fd, (st.st_dev, st.st_ino));
         Ok(attr(ino, &st))
     }
 
@@ -98,15 +93,28 @@ impl Inner {
         if self.plan.touches_data_path(path) {
             FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
         } else {
-            FopenFlags::empty()
+            // Cached pages survive reopening; FUSE_AUTO_INVAL_DATA drops them when the
+            // backing file's size or mtime changes behind the mount's back.
+            FopenFlags::FOPEN_KEEP_CACHE
         }
     }
 }
 
 /// Flags for the backing open: the caller's, minus those that only make sense to
-/// the kernel's side (O_DIRECT would demand aligned daemon buffers).
-fn backing_flags(flags: i32) -> i32 {
-    flags & !(libc::O_DIRECT | libc::O_NOCTTY)
+/// the kernel's side (O_DIRECT would demand aligned daemon buffers). With the
+/// writeback cache the kernel may read to fill a page of a write-only file, and it
+/// places appends itself, so the backing fd is read-write and never O_APPEND.
+fn backing_flags(flags: i32, writeback: bool) -> i32 {
+    let flags = flags & !(libc::O_DIRECT | libc::O_NOCTTY);
+    if !writeback {
+        return flags;
+    }
+    let flags = flags & !libc::O_APPEND;
+    if flags & libc::O_ACCMODE == libc::O_WRONLY {
+        (flags & !libc::O_ACCMODE) | libc::O_RDWR
+    } else {
+        flags
+    }
 }
 
 fn time_spec(time: Option<TimeOrNow>) -> libc::timespec {
@@ -135,12 +143,22 @@ impl Filesystem for SlowFs {
         let _ = config.set_max_readahead(MAX_IO);
         let _ = config.set_max_background(64);
         let _ = config.set_congestion_threshold(48);
-        let wanted = InitFlags::FUSE_PARALLEL_DIROPS
+        let mut wanted = InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_ASYNC_DIO
+            | InitFlags::FUSE_AUTO_INVAL_DATA
             | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+        if self.inner.writeback_wanted {
+            // Small writes gather in the page cache. Files a data rule touches are
+            // opened direct-I/O, which bypasses it, so faults still reach callers.
+            wanted |= InitFlags::FUSE_WRITEBACK_CACHE;
+        }
         let supported = config.capabilities() & wanted;
         let _ = config.add_capabilities(supported);
+        self.inner.writeback.store(
+            supported.contains(InitFlags::FUSE_WRITEBACK_CACHE),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         Ok(())
     }
 
@@ -456,8 +474,8 @@ impl Filesystem for SlowFs {
             let result = inner
                 .inodes
                 .get(ino)
-                .and_then(|i| sys::reopen(i.raw(), backing_flags(flags.0)))
-                .map(|fd| inner.handles.insert(fd, ino.0));
+                .and_then(|i| sys::reopen(i.raw(), backing_flags(flags.0, inner.writeback())))
+                .map(|fd| inner.handles.insert(fd));
             done.respond(inner, result, |r, fh| {
                 r.opened(fh, fopen);
             })
@@ -620,7 +638,7 @@ impl Filesystem for SlowFs {
                     .inodes
                     .get(ino)
                     .and_then(|i| sys::openat(i.raw(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0))
-                    .map(|fd| inner.handles.insert(fd, ino.0));
+                    .map(|fd| inner.handles.insert(fd));
                 done.respond(inner, result, |r, fh| {
                     r.opened(fh, FopenFlags::empty());
                 })
@@ -893,12 +911,12 @@ impl Filesystem for SlowFs {
                     let fd: OwnedFd = sys::openat(
                         dir.raw(),
                         &cname,
-                        backing_flags(flags) | libc::O_CREAT | libc::O_NOFOLLOW,
+                        backing_flags(flags, inner.writeback()) | libc::O_CREAT | libc::O_NOFOLLOW,
                         mode,
                     )?;
                     inner.adopt(&dir, &cname, caller, mode, libc::S_IFREG)?;
                     let attr = inner.entry(parent.0, &dir, &name)?;
-                    Ok((attr, inner.handles.insert(fd, attr.ino.0)))
+                    Ok((attr, inner.handles.insert(fd)))
                 })();
                 let ttl = inner.ttl();
                 done.respond(inner, result, |r, (attr, fh)| {

@@ -21,8 +21,6 @@ pub struct Listing {
 pub struct Handle {
     /// The backing fd, opened with the caller's access mode.
     pub fd: OwnedFd,
-    /// The FUSE inode it was opened on.
-    pub ino: u64,
     /// For directories: the listing being read.
     pub listing: Mutex<Listing>,
 }
@@ -43,11 +41,10 @@ pub struct Handles {
 
 impl Handles {
     /// Registers an open fd; returns its handle number.
-    pub fn insert(&self, fd: OwnedFd, ino: u64) -> FileHandle {
+    pub fn insert(&self, fd: OwnedFd) -> FileHandle {
         let fh = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let handle = Arc::new(Handle {
             fd,
-            ino,
             listing: Mutex::default(),
         });
         self.map.lock().unwrap().insert(fh, handle);

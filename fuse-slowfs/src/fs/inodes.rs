@@ -19,8 +19,6 @@ pub struct Inode {
     pub fd: OwnedFd,
     /// Backing (device, inode), to give hard links one FUSE inode.
     pub key: (u64, u64),
-    /// Whether it is a directory (for `sync_dir`-style ops and crash tracking).
-    pub is_dir: bool,
 }
 
 impl Inode {
@@ -63,11 +61,7 @@ impl Inodes {
         table.entries.insert(
             ROOT,
             Entry {
-                inode: Arc::new(Inode {
-                    fd: root,
-                    key,
-                    is_dir: true,
-                }),
+                inode: Arc::new(Inode { fd: root, key }),
                 lookups: 1,
                 parent: ROOT,
                 name: OsString::new(),
@@ -90,14 +84,7 @@ impl Inodes {
 
     /// Records a successful lookup of `name` in `parent`: reuses the inode of the same
     /// backing file (dropping the new fd) or adds one. Returns the FUSE inode number.
-    pub fn remember(
-        &self,
-        parent: u64,
-        name: OsString,
-        fd: OwnedFd,
-        key: (u64, u64),
-        is_dir: bool,
-    ) -> u64 {
+    pub fn remember(&self, parent: u64, name: OsString, fd: OwnedFd, key: (u64, u64)) -> u64 {
         let mut table = self.table.lock().unwrap();
         if let Some(&ino) = table.by_key.get(&key) {
             let entry = table
@@ -115,7 +102,7 @@ impl Inodes {
         table.entries.insert(
             ino,
             Entry {
-                inode: Arc::new(Inode { fd, key, is_dir }),
+                inode: Arc::new(Inode { fd, key }),
                 lookups: 1,
                 parent,
                 name,

@@ -34,6 +34,10 @@ pub struct Inner {
     pub scheduler: Scheduler,
     /// The process umask at mount time: modes are re-applied when it would mask them.
     umask: u32,
+    /// Whether to ask the kernel for its writeback cache.
+    writeback_wanted: bool,
+    /// Whether the kernel granted it.
+    writeback: std::sync::atomic::AtomicBool,
 }
 
 /// The `fuser::Filesystem` handed to the session.
@@ -44,7 +48,11 @@ pub struct SlowFs {
 
 impl SlowFs {
     /// A filesystem over `backing`, faulted by `plan`.
-    pub fn new(backing: &Path, plan: Arc<FaultPlan>) -> std::io::Result<SlowFs> {
+    pub fn new(
+        backing: &Path,
+        plan: Arc<FaultPlan>,
+        writeback_cache: bool,
+    ) -> std::io::Result<SlowFs> {
         let root: OwnedFd = std::fs::File::open(backing)?.into();
         let st = sys::stat_fd(sys::raw(&root)).map_err(errno_to_io)?;
         if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
@@ -69,6 +77,8 @@ impl SlowFs {
                 stats: Stats::default(),
                 scheduler: Scheduler::new()?,
                 umask,
+                writeback_wanted: writeback_cache,
+                writeback: Default::default(),
             }),
         })
     }
@@ -80,6 +90,11 @@ impl SlowFs {
 }
 
 impl Inner {
+    /// Whether the kernel caches writes (FUSE writeback cache).
+    fn writeback(&self) -> bool {
+        self.writeback.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Open file handles right now (for leak checks).
     pub fn open_handles(&self) -> usize {
         self.handles.len()

@@ -129,11 +129,6 @@ pub fn chown_at(dir: RawFd, name: &CStr, uid: u32, gid: u32) -> SysResult<()> {
     check(unsafe { libc::fchownat(dir, name.as_ptr(), uid, gid, flags) })
 }
 
-/// The errno of a `std::io::Error`.
-pub fn io_errno(error: &std::io::Error) -> Errno {
-    Errno::from_i32(error.raw_os_error().unwrap_or(libc::EIO))
-}
-
 /// Raw fd of anything that has one, for brevity at call sites.
 pub fn raw(fd: &impl AsRawFd) -> RawFd {
     fd.as_raw_fd()

@@ -1,0 +1,97 @@
+//! The `slowfs` command line, end to end.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn slowfs() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_slowfs"))
+}
+
+fn mounts() -> Vec<std::path::PathBuf> {
+    slowfs::mount::slowfs_mounts()
+}
+
+#[test]
+fn run_exports_the_mount_and_exits_with_the_commands_status() {
+    let out = slowfs()
+        .args(["run", "--seed", "3", "--set", "fsync delay=1ms", "--"])
+        .args(["sh", "-c", "echo hi > \"$SLOWFS_MOUNT/f\" && grep -q \"^slowfs $SLOWFS_MOUNT \" /proc/mounts && exit 7"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
+    assert!(stderr.contains("slowfs stats"), "stats summary on stderr: {stderr}");
+    let mountpoint = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("slowfs: mounted "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap()
+        .to_string();
+    assert!(!mounts().iter().any(|m| m.to_str() == Some(&mountpoint)), "left mounted");
+}
+
+#[test]
+fn run_reports_a_command_killed_by_a_signal() {
+    let out = slowfs()
+        .args(["run", "--quiet", "--", "sh", "-c", "kill -SEGV $$"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(128 + libc::SIGSEGV));
+}
+
+#[test]
+fn sigterm_to_run_ends_the_command_and_unmounts() {
+    let mut child = slowfs()
+        .args(["run", "--", "sh", "-c", "touch \"$SLOWFS_MOUNT/ready\"; echo \"$SLOWFS_MOUNT\"; sleep 30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    let mountpoint = std::path::PathBuf::from(line.trim());
+    assert!(mounts().contains(&mountpoint));
+    let start = Instant::now();
+    // SAFETY: plain kill of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    assert!(!mounts().contains(&mountpoint), "left mounted after SIGTERM");
+}
+
+#[test]
+fn a_bad_rule_is_refused_with_where_and_what() {
+    let out = slowfs()
+        .args(["run", "--set", "read,write delay=5ms..1ms", "--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr.contains("--set #1"), "{stderr}");
+    assert!(stderr.contains("runs backwards"), "{stderr}");
+    assert!(stderr.contains("^"), "points at the word: {stderr}");
+}
+
+#[test]
+fn profiles_and_check() {
+    let out = slowfs().arg("profiles").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in ["nfs", "slow-fsync", "throttled-volume", "flaky", "full-disk", "short-io", "hdd"] {
+        assert!(text.contains(name), "{name} missing from:\n{text}");
+    }
+    let out = slowfs().args(["profiles", "nfs"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("where the numbers come from"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, "seed = 1\nprofile = \"slow-fsync\"\n[[rule]]\nops = \"read\"\ndelay = \"1ms\"\n").unwrap();
+    let out = slowfs().arg("check").arg(&good).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("read delay=1ms"));
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[[rule]]\nops = \"raed\"\ndelay = \"1ms\"\n").unwrap();
+    let out = slowfs().arg("check").arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown operation 'raed'"));
+}

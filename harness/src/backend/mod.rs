@@ -1,0 +1,40 @@
+//! The built-in backends, and [`AnyEngine`] to pick one by name at runtime.
+
+pub mod blocking;
+pub mod threadpool;
+pub mod tokio_fs;
+pub mod uring;
+mod any;
+
+pub use any::{AnyEngine, AnyFile, ENGINE_NAMES};
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use crate::engine::OpenOptions;
+
+/// Opens with `std` (shared by the backends that make plain syscalls).
+pub(crate) fn std_open(path: &Path, options: &OpenOptions) -> io::Result<fs::File> {
+    fs::OpenOptions::new()
+        .read(options.read)
+        .write(options.write)
+        .append(options.append)
+        .create(options.create)
+        .create_new(options.create_new)
+        .truncate(options.truncate)
+        .custom_flags(options.custom_flags)
+        .mode(options.mode.unwrap_or(0o644))
+        .open(path)
+}
+
+/// `fsync` on a directory.
+pub(crate) fn std_sync_dir(path: &Path) -> io::Result<()> {
+    fs::File::open(path)?.sync_all()
+}
+
+/// Copies with `copy_file_range` (what `std::fs::copy` uses on Linux).
+pub(crate) fn std_copy(from: &Path, to: &Path) -> io::Result<u64> {
+    fs::copy(from, to)
+}

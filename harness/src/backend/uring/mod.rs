@@ -1,0 +1,197 @@
+//! `uring`: io_uring through the io-uring crate.
+//!
+//! Reads, writes and fsyncs go through a ring owned by a driver thread
+//! ([`driver`]); batches (`read_many`, `write_many`) are submitted in one
+//! `io_uring_enter`. Every operation owns its buffer and a reference to its fd
+//! ([`op::OpKind`]); dropping the caller's future submits an async cancel and
+//! leaves both with the driver ([`op::Lifecycle::Ignored`]) until the kernel's
+//! completion arrives. Open, close, metadata, truncate and path operations are
+//! plain syscalls on tokio's blocking pool.
+
+mod driver;
+mod op;
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+
+pub use driver::UringConfig;
+use driver::Driver;
+use op::{Completion, OpKind};
+
+use super::{std_copy, std_open, std_sync_dir};
+use crate::engine::{BufResult, Engine, EngineFile, Metadata, OpenOptions};
+
+/// The io_uring engine.
+#[derive(Debug, Clone)]
+pub struct UringEngine {
+    driver: Arc<Driver>,
+}
+
+impl UringEngine {
+    /// Starts a ring and its driver thread; fails clearly where io_uring or an
+    /// opcode it needs is missing.
+    pub fn new(config: UringConfig) -> io::Result<UringEngine> {
+        Ok(UringEngine {
+            driver: Driver::start(config)?,
+        })
+    }
+}
+
+/// A file of [`UringEngine`].
+#[derive(Debug)]
+pub struct UringFile {
+    fd: Arc<OwnedFd>,
+    driver: Arc<Driver>,
+}
+
+fn result(completion: &Completion) -> io::Result<usize> {
+    if completion.result < 0 {
+        Err(io::Error::from_raw_os_error(-completion.result))
+    } else {
+        Ok(completion.result as usize)
+    }
+}
+
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> io::Result<T> + Send + 'static) -> io::Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|e| Err(io::Error::other(format!("blocking task failed: {e}"))))
+}
+
+impl UringFile {
+    async fn one(&self, kind: OpKind) -> Completion {
+        let op = self.driver.submit(vec![kind]).pop().expect("one op submitted");
+        op.await
+    }
+
+    async fn many(&self, kinds: Vec<OpKind>) -> Vec<BufResult> {
+        let ops = self.driver.submit(kinds);
+        futures::future::join_all(ops)
+            .await
+            .into_iter()
+            .map(|c| (result(&c), c.buf))
+            .collect()
+    }
+
+    fn with_file<T>(fd: &OwnedFd, f: impl FnOnce(&File) -> io::Result<T>) -> io::Result<T> {
+        let file = File::from(fd.as_fd().try_clone_to_owned()?);
+        f(&file)
+    }
+}
+
+impl EngineFile for UringFile {
+    async fn read_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
+        let fd = Arc::clone(&self.fd);
+        let c = self.one(OpKind::Read { fd, buf, offset }).await;
+        (result(&c), c.buf)
+    }
+
+    async fn write_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
+        let fd = Arc::clone(&self.fd);
+        let c = self.one(OpKind::Write { fd, buf, offset }).await;
+        (result(&c), c.buf)
+    }
+
+    async fn read_many(&self, reads: Vec<(u64, Vec<u8>)>) -> Vec<BufResult> {
+        let kinds = reads
+            .into_iter()
+            .map(|(offset, buf)| OpKind::Read {
+                fd: Arc::clone(&self.fd),
+                buf,
+                offset,
+            })
+            .collect();
+        self.many(kinds).await
+    }
+
+    async fn write_many(&self, writes: Vec<(u64, Vec<u8>)>) -> Vec<BufResult> {
+        let kinds = writes
+            .into_iter()
+            .map(|(offset, buf)| OpKind::Write {
+                fd: Arc::clone(&self.fd),
+                buf,
+                offset,
+            })
+            .collect();
+        self.many(kinds).await
+    }
+
+    async fn fsync(&self) -> io::Result<()> {
+        let fd = Arc::clone(&self.fd);
+        result(&self.one(OpKind::Fsync { fd, datasync: false }).await).map(drop)
+    }
+
+    async fn fdatasync(&self) -> io::Result<()> {
+        let fd = Arc::clone(&self.fd);
+        result(&self.one(OpKind::Fsync { fd, datasync: true }).await).map(drop)
+    }
+
+    async fn set_len(&self, len: u64) -> io::Result<()> {
+        let fd = Arc::clone(&self.fd);
+        blocking(move || UringFile::with_file(&fd, |f| f.set_len(len))).await
+    }
+
+    async fn metadata(&self) -> io::Result<Metadata> {
+        let fd = Arc::clone(&self.fd);
+        blocking(move || UringFile::with_file(&fd, |f| Ok(Metadata { len: f.metadata()?.len() }))).await
+    }
+
+    async fn close(self) -> io::Result<()> {
+        // The fd closes when the last in-flight op holding it completes.
+        let fd = self.fd;
+        blocking(move || {
+            drop(fd);
+            Ok(())
+        })
+        .await
+    }
+}
+
+impl Engine for UringEngine {
+    type File = UringFile;
+
+    fn name(&self) -> &str {
+        "uring"
+    }
+
+    async fn open(&self, path: &Path, options: &OpenOptions) -> io::Result<UringFile> {
+        let (path, options) = (path.to_path_buf(), options.clone());
+        let file = blocking(move || std_open(&path, &options)).await?;
+        Ok(UringFile {
+            fd: Arc::new(file.into()),
+            driver: Arc::clone(&self.driver),
+        })
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let (from, to) = (from.to_path_buf(), to.to_path_buf());
+        blocking(move || std::fs::rename(from, to)).await
+    }
+
+    async fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let path = path.to_path_buf();
+        blocking(move || std::fs::remove_file(path)).await
+    }
+
+    async fn create_dir(&self, path: &Path) -> io::Result<()> {
+        let path = path.to_path_buf();
+        blocking(move || std::fs::create_dir(path)).await
+    }
+
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        let path = path.to_path_buf();
+        blocking(move || std_sync_dir(&path)).await
+    }
+
+    async fn copy(&self, from: &Path, to: &Path) -> io::Result<u64> {
+        let (from, to) = (from.to_path_buf(), to.to_path_buf());
+        blocking(move || std_copy(&from, &to)).await
+    }
+
+    fn in_flight(&self) -> usize {
+        self.driver.in_flight()
+    }
+}

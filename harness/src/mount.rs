@@ -1,0 +1,103 @@
+//! The mount fixture: a real slowfs mounted in-process over a temporary backing
+//! directory, with a handle to change rules, release hangs and read stats at
+//! runtime. It unmounts on drop, also when a test panics.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use fault_inject::{parse_rule, FaultSpec};
+use slowfs::{Mount, MountConfig, StatsReport};
+
+/// A mounted slowfs over a fresh temporary directory.
+#[derive(Debug)]
+pub struct SlowMount {
+    mount: Option<Mount>,
+    backing: tempfile::TempDir,
+    _mountpoint: tempfile::TempDir,
+}
+
+impl SlowMount {
+    /// Mounts with these rules and seed. Fails (never skips) without /dev/fuse.
+    pub fn start(spec: FaultSpec) -> io::Result<SlowMount> {
+        if !Path::new("/dev/fuse").exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "/dev/fuse is missing: slowfs needs FUSE (modprobe fuse, or pass the device into the container)",
+            ));
+        }
+        let backing = tempfile::Builder::new().prefix("slowfs-backing-").tempdir()?;
+        let mountpoint = tempfile::Builder::new().prefix("slowfs-mnt-").tempdir()?;
+        let mut config = MountConfig::new(backing.path(), mountpoint.path());
+        config.spec = spec;
+        config.control = None;
+        Ok(SlowMount {
+            mount: Some(Mount::start(config)?),
+            backing,
+            _mountpoint: mountpoint,
+        })
+    }
+
+    /// Mounts with rule strings and a fixed seed.
+    pub fn with_rules(seed: u64, rules: &[&str]) -> io::Result<SlowMount> {
+        let mut spec = FaultSpec {
+            seed: Some(seed),
+            ..FaultSpec::default()
+        };
+        for rule in rules {
+            spec.add_rule("fixture", rule)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        }
+        Self::start(spec)
+    }
+
+    fn mount(&self) -> &Mount {
+        self.mount.as_ref().expect("mounted until drop")
+    }
+
+    /// A path inside the mount.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.mount().mountpoint().join(rel)
+    }
+
+    /// The same path in the backing directory (bypassing the mount).
+    pub fn backing_path(&self, rel: &str) -> PathBuf {
+        self.backing.path().join(rel)
+    }
+
+    /// Adds a rule; returns its id.
+    pub fn set(&self, rule: &str) -> io::Result<u64> {
+        let rule = parse_rule(rule).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        Ok(self.mount().plan().add(rule))
+    }
+
+    /// Removes one rule or all.
+    pub fn clear(&self, id: Option<u64>) -> usize {
+        self.mount().plan().clear(id)
+    }
+
+    /// Releases every hung request; returns how many.
+    pub fn release(&self) -> usize {
+        self.mount().release()
+    }
+
+    /// Requests parked right now (delayed or hung).
+    pub fn waiting(&self) -> usize {
+        self.mount().waiting()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> StatsReport {
+        self.mount().stats()
+    }
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.mount().seed()
+    }
+}
+
+impl Drop for SlowMount {
+    fn drop(&mut self) {
+        drop(self.mount.take());
+    }
+}

@@ -20,14 +20,20 @@ fn run_exports_the_mount_and_exits_with_the_commands_status() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(7), "{stderr}");
-    assert!(stderr.contains("slowfs stats"), "stats summary on stderr: {stderr}");
+    assert!(
+        stderr.contains("slowfs stats"),
+        "stats summary on stderr: {stderr}"
+    );
     let mountpoint = stderr
         .lines()
         .find_map(|l| l.strip_prefix("slowfs: mounted "))
         .and_then(|l| l.split(' ').next())
         .unwrap()
         .to_string();
-    assert!(!mounts().iter().any(|m| m.to_str() == Some(&mountpoint)), "left mounted");
+    assert!(
+        !mounts().iter().any(|m| m.to_str() == Some(&mountpoint)),
+        "left mounted"
+    );
 }
 
 #[test]
@@ -42,13 +48,23 @@ fn run_reports_a_command_killed_by_a_signal() {
 #[test]
 fn sigterm_to_run_ends_the_command_and_unmounts() {
     let mut child = slowfs()
-        .args(["run", "--", "sh", "-c", "touch \"$SLOWFS_MOUNT/ready\"; echo \"$SLOWFS_MOUNT\"; sleep 30"])
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "touch \"$SLOWFS_MOUNT/ready\"; echo \"$SLOWFS_MOUNT\"; sleep 30",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
     let mountpoint = std::path::PathBuf::from(line.trim());
     assert!(mounts().contains(&mountpoint));
     let start = Instant::now();
@@ -57,7 +73,10 @@ fn sigterm_to_run_ends_the_command_and_unmounts() {
     let status = child.wait().unwrap();
     assert!(start.elapsed() < Duration::from_secs(10));
     assert_eq!(status.code(), Some(128 + libc::SIGTERM));
-    assert!(!mounts().contains(&mountpoint), "left mounted after SIGTERM");
+    assert!(
+        !mounts().contains(&mountpoint),
+        "left mounted after SIGTERM"
+    );
 }
 
 #[test]
@@ -77,7 +96,15 @@ fn a_bad_rule_is_refused_with_where_and_what() {
 fn profiles_and_check() {
     let out = slowfs().arg("profiles").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    for name in ["nfs", "slow-fsync", "throttled-volume", "flaky", "full-disk", "short-io", "hdd"] {
+    for name in [
+        "nfs",
+        "slow-fsync",
+        "throttled-volume",
+        "flaky",
+        "full-disk",
+        "short-io",
+        "hdd",
+    ] {
         assert!(text.contains(name), "{name} missing from:\n{text}");
     }
     let out = slowfs().args(["profiles", "nfs"]).output().unwrap();
@@ -85,7 +112,11 @@ fn profiles_and_check() {
 
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.toml");
-    std::fs::write(&good, "seed = 1\nprofile = \"slow-fsync\"\n[[rule]]\nops = \"read\"\ndelay = \"1ms\"\n").unwrap();
+    std::fs::write(
+        &good,
+        "seed = 1\nprofile = \"slow-fsync\"\n[[rule]]\nops = \"read\"\ndelay = \"1ms\"\n",
+    )
+    .unwrap();
     let out = slowfs().arg("check").arg(&good).output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("read delay=1ms"));

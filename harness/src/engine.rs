@@ -103,10 +103,7 @@ pub trait EngineFile: Send + Sync + 'static {
     fn write_at(&self, buf: Vec<u8>, offset: u64) -> impl Future<Output = BufResult> + Send;
 
     /// Several reads, submitted together where the backend can (one `io_uring_enter`).
-    fn read_many(
-        &self,
-        reads: Vec<(u64, Vec<u8>)>,
-    ) -> impl Future<Output = Vec<BufResult>> + Send {
+    fn read_many(&self, reads: Vec<(u64, Vec<u8>)>) -> impl Future<Output = Vec<BufResult>> + Send {
         async move {
             let mut out = Vec::with_capacity(reads.len());
             for (offset, buf) in reads {
@@ -224,7 +221,11 @@ pub trait Engine: Send + Sync + 'static {
     fn name(&self) -> &str;
 
     /// Opens a file.
-    fn open(&self, path: &Path, options: &OpenOptions) -> impl Future<Output = io::Result<Self::File>> + Send;
+    fn open(
+        &self,
+        path: &Path,
+        options: &OpenOptions,
+    ) -> impl Future<Output = io::Result<Self::File>> + Send;
 
     /// Renames, replacing the destination.
     fn rename(&self, from: &Path, to: &Path) -> impl Future<Output = io::Result<()>> + Send;
@@ -255,7 +256,9 @@ pub trait Engine: Send + Sync + 'static {
             let mut out = Vec::with_capacity(len);
             let mut offset = 0u64;
             loop {
-                let (result, buf) = file.read_at(vec![0; (len + 1).clamp(4096, 1 << 20)], offset).await;
+                let (result, buf) = file
+                    .read_at(vec![0; (len + 1).clamp(4096, 1 << 20)], offset)
+                    .await;
                 let n = result?;
                 if n == 0 {
                     break;
@@ -269,7 +272,11 @@ pub trait Engine: Send + Sync + 'static {
     }
 
     /// Replaces a file's contents (create, truncate, write all). Not durable.
-    fn write_file(&self, path: &Path, data: Vec<u8>) -> impl Future<Output = io::Result<()>> + Send {
+    fn write_file(
+        &self,
+        path: &Path,
+        data: Vec<u8>,
+    ) -> impl Future<Output = io::Result<()>> + Send {
         let path = path.to_path_buf();
         async move {
             let file = self.open(&path, &OpenOptions::create_truncate()).await?;
@@ -281,7 +288,11 @@ pub trait Engine: Send + Sync + 'static {
     /// Replaces `path` atomically and durably: write a temporary file in the same
     /// directory, fsync it, rename it over `path`, fsync the directory. After a crash
     /// at any point `path` holds the old or the new content, never a mix.
-    fn atomic_write(&self, path: &Path, data: Vec<u8>) -> impl Future<Output = io::Result<()>> + Send {
+    fn atomic_write(
+        &self,
+        path: &Path,
+        data: Vec<u8>,
+    ) -> impl Future<Output = io::Result<()>> + Send {
         let path = path.to_path_buf();
         async move {
             let dir = parent_dir(&path);
@@ -310,6 +321,9 @@ pub fn temp_sibling(path: &Path) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     parent_dir(path).join(format!(".{name}.{}.{n}.tmp", std::process::id()))
 }

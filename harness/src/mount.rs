@@ -25,7 +25,9 @@ impl SlowMount {
                 "/dev/fuse is missing: slowfs needs FUSE (modprobe fuse, or pass the device into the container)",
             ));
         }
-        let backing = tempfile::Builder::new().prefix("slowfs-backing-").tempdir()?;
+        let backing = tempfile::Builder::new()
+            .prefix("slowfs-backing-")
+            .tempdir()?;
         let mountpoint = tempfile::Builder::new().prefix("slowfs-mnt-").tempdir()?;
         let mut config = MountConfig::new(backing.path(), mountpoint.path());
         config.spec = spec;
@@ -66,7 +68,8 @@ impl SlowMount {
 
     /// Adds a rule; returns its id.
     pub fn set(&self, rule: &str) -> io::Result<u64> {
-        let rule = parse_rule(rule).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let rule = parse_rule(rule)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         Ok(self.mount().plan().add(rule))
     }
 

@@ -35,7 +35,10 @@ impl AnyEngine {
             "blocking" => Ok(AnyEngine::Blocking(Default::default())),
             other => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("unknown engine '{other}' (built-in: {})", ENGINE_NAMES.join(", ")),
+                format!(
+                    "unknown engine '{other}' (built-in: {})",
+                    ENGINE_NAMES.join(", ")
+                ),
             )),
         }
     }

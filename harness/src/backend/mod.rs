@@ -1,10 +1,10 @@
 //! The built-in backends, and [`AnyEngine`] to pick one by name at runtime.
 
+mod any;
 pub mod blocking;
 pub mod threadpool;
 pub mod tokio_fs;
 pub mod uring;
-mod any;
 
 pub use any::{AnyEngine, AnyFile, ENGINE_NAMES};
 

@@ -120,11 +120,13 @@ impl PoolFile {
 
 impl EngineFile for PoolFile {
     async fn read_at(&self, mut buf: Vec<u8>, offset: u64) -> BufResult {
-        self.with_file(move |f| (f.read_at(&mut buf, offset), buf)).await
+        self.with_file(move |f| (f.read_at(&mut buf, offset), buf))
+            .await
     }
 
     async fn write_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
-        self.with_file(move |f| (f.write_at(&buf, offset), buf)).await
+        self.with_file(move |f| (f.write_at(&buf, offset), buf))
+            .await
     }
 
     async fn fsync(&self) -> io::Result<()> {

@@ -276,7 +276,9 @@ impl Reactor {
                 }
                 CANCEL => {}
                 id => {
-                    let Some(op) = self.ops.remove(&id) else { continue };
+                    let Some(op) = self.ops.remove(&id) else {
+                        continue;
+                    };
                     self.in_flight.fetch_sub(1, Ordering::SeqCst);
                     let buf = op.kind.into_buf();
                     match op.lifecycle {

@@ -7,6 +7,13 @@
 //! leaves both with the driver ([`op::Lifecycle::Ignored`]) until the kernel's
 //! completion arrives. Open, close, metadata, truncate and path operations are
 //! plain syscalls on tokio's blocking pool.
+//!
+//! One exception, for correctness: on FUSE files, writes are `pwrite(2)` on the
+//! blocking pool. The kernel completes an asynchronous (io_uring or AIO) direct-I/O
+//! write that the FUSE server answered short with `-EIO` (fs/fuse/file.c,
+//! `fuse_get_res_by_io`: `if (io->bytes >= 0 && io->write) return -EIO;`), although
+//! the short prefix was written, so no caller could tell how much landed. A
+//! synchronous write reports the short count.
 
 mod driver;
 mod op;
@@ -17,8 +24,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 
-pub use driver::UringConfig;
 use driver::Driver;
+pub use driver::UringConfig;
 use op::{Completion, OpKind};
 
 use super::{std_copy, std_open, std_sync_dir};
@@ -45,6 +52,21 @@ impl UringEngine {
 pub struct UringFile {
     fd: Arc<OwnedFd>,
     driver: Arc<Driver>,
+    /// Writes go through `pwrite` on the blocking pool (FUSE files; see the module docs).
+    sync_writes: bool,
+}
+
+const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
+
+/// Whether an fd is on a FUSE filesystem.
+fn is_fuse(fd: &OwnedFd) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: zeroed statfs is a valid out-parameter for fstatfs on a valid fd.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.f_type as i64 == FUSE_SUPER_MAGIC)
 }
 
 fn result(completion: &Completion) -> io::Result<usize> {
@@ -55,7 +77,9 @@ fn result(completion: &Completion) -> io::Result<usize> {
     }
 }
 
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> io::Result<T> + Send + 'static) -> io::Result<T> {
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
     tokio::task::spawn_blocking(work)
         .await
         .unwrap_or_else(|e| Err(io::Error::other(format!("blocking task failed: {e}"))))
@@ -63,7 +87,11 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> io::Result<T> + Send
 
 impl UringFile {
     async fn one(&self, kind: OpKind) -> Completion {
-        let op = self.driver.submit(vec![kind]).pop().expect("one op submitted");
+        let op = self
+            .driver
+            .submit(vec![kind])
+            .pop()
+            .expect("one op submitted");
         op.await
     }
 
@@ -82,6 +110,23 @@ impl UringFile {
     }
 }
 
+/// `pwrite` on the blocking pool; the buffer travels with the task, so a dropped
+/// caller leaves nothing the kernel still uses.
+async fn sync_write(fd: Arc<OwnedFd>, buf: Vec<u8>, offset: u64) -> BufResult {
+    use std::os::unix::fs::FileExt;
+    tokio::task::spawn_blocking(move || {
+        let result = UringFile::with_file(&fd, |f| f.write_at(&buf, offset));
+        (result, buf)
+    })
+    .await
+    .unwrap_or_else(|e| {
+        (
+            Err(io::Error::other(format!("blocking task failed: {e}"))),
+            Vec::new(),
+        )
+    })
+}
+
 impl EngineFile for UringFile {
     async fn read_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
         let fd = Arc::clone(&self.fd);
@@ -91,6 +136,9 @@ impl EngineFile for UringFile {
 
     async fn write_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
         let fd = Arc::clone(&self.fd);
+        if self.sync_writes {
+            return sync_write(fd, buf, offset).await;
+        }
         let c = self.one(OpKind::Write { fd, buf, offset }).await;
         (result(&c), c.buf)
     }
@@ -108,6 +156,13 @@ impl EngineFile for UringFile {
     }
 
     async fn write_many(&self, writes: Vec<(u64, Vec<u8>)>) -> Vec<BufResult> {
+        if self.sync_writes {
+            let mut out = Vec::with_capacity(writes.len());
+            for (offset, buf) in writes {
+                out.push(sync_write(Arc::clone(&self.fd), buf, offset).await);
+            }
+            return out;
+        }
         let kinds = writes
             .into_iter()
             .map(|(offset, buf)| OpKind::Write {
@@ -121,7 +176,15 @@ impl EngineFile for UringFile {
 
     async fn fsync(&self) -> io::Result<()> {
         let fd = Arc::clone(&self.fd);
-        result(&self.one(OpKind::Fsync { fd, datasync: false }).await).map(drop)
+        result(
+            &self
+                .one(OpKind::Fsync {
+                    fd,
+                    datasync: false,
+                })
+                .await,
+        )
+        .map(drop)
     }
 
     async fn fdatasync(&self) -> io::Result<()> {
@@ -136,7 +199,14 @@ impl EngineFile for UringFile {
 
     async fn metadata(&self) -> io::Result<Metadata> {
         let fd = Arc::clone(&self.fd);
-        blocking(move || UringFile::with_file(&fd, |f| Ok(Metadata { len: f.metadata()?.len() }))).await
+        blocking(move || {
+            UringFile::with_file(&fd, |f| {
+                Ok(Metadata {
+                    len: f.metadata()?.len(),
+                })
+            })
+        })
+        .await
     }
 
     async fn close(self) -> io::Result<()> {
@@ -159,9 +229,10 @@ impl Engine for UringEngine {
 
     async fn open(&self, path: &Path, options: &OpenOptions) -> io::Result<UringFile> {
         let (path, options) = (path.to_path_buf(), options.clone());
-        let file = blocking(move || std_open(&path, &options)).await?;
+        let fd: OwnedFd = blocking(move || std_open(&path, &options)).await?.into();
         Ok(UringFile {
-            fd: Arc::new(file.into()),
+            sync_writes: is_fuse(&fd)?,
+            fd: Arc::new(fd),
             driver: Arc::clone(&self.driver),
         })
     }

@@ -36,11 +36,13 @@ impl OpKind {
     /// is in flight: the driver holds the `Vec` and never resizes it.
     pub(super) fn entry(&mut self, user_data: u64) -> squeue::Entry {
         match self {
-            OpKind::Read { fd, buf, offset } => {
-                opcode::Read::new(types::Fd(fd.as_raw_fd()), buf.as_mut_ptr(), buf.len() as u32)
-                    .offset(*offset)
-                    .build()
-            }
+            OpKind::Read { fd, buf, offset } => opcode::Read::new(
+                types::Fd(fd.as_raw_fd()),
+                buf.as_mut_ptr(),
+                buf.len() as u32,
+            )
+            .offset(*offset)
+            .build(),
             OpKind::Write { fd, buf, offset } => {
                 opcode::Write::new(types::Fd(fd.as_raw_fd()), buf.as_ptr(), buf.len() as u32)
                     .offset(*offset)

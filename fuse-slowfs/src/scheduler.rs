@@ -112,7 +112,9 @@ impl Drop for Scheduler {
     fn drop(&mut self) {
         self.shutdown();
         if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_timeout(Duration::from_secs(5));
+            // Never blocks, so a mount may be dropped inside another async runtime;
+            // every parked request was cut short by `shutdown` above.
+            runtime.shutdown_background();
         }
     }
 }

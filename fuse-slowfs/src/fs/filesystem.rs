@@ -24,6 +24,10 @@ use crate::stats::Outcome;
 const GENERATION: Generation = Generation(0);
 /// Largest request the kernel may send, and the readahead window.
 const MAX_IO: u32 = 1 << 20;
+/// Asynchronous requests (readahead, writeback, io_uring and AIO direct I/O) the
+/// kernel keeps in flight to the daemon. Delays do not hold threads, so a high cap
+/// lets async callers overlap many delayed requests instead of queueing at 64.
+const MAX_BACKGROUND: u16 = 1024;
 
 /// The caller of a request that creates something: new files belong to it.
 #[derive(Clone, Copy)]
@@ -141,8 +145,8 @@ impl Filesystem for SlowFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let _ = config.set_max_write(MAX_IO);
         let _ = config.set_max_readahead(MAX_IO);
-        let _ = config.set_max_background(64);
-        let _ = config.set_congestion_threshold(48);
+        let _ = config.set_max_background(MAX_BACKGROUND);
+        let _ = config.set_congestion_threshold(MAX_BACKGROUND / 4 * 3);
         let mut wanted = InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_ASYNC_DIO

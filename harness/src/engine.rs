@@ -98,6 +98,10 @@ pub trait EngineFile: Send + Sync + 'static {
     /// A short count is allowed; 0 means end of file.
     fn read_at(&self, buf: Vec<u8>, offset: u64) -> impl Future<Output = BufResult> + Send;
 
+    /// Reads at the file's cursor and advances it (a plain `read(2)`): how the
+    /// suites observe that positioned operations leave the cursor alone.
+    fn read(&self, buf: Vec<u8>) -> impl Future<Output = BufResult> + Send;
+
     /// Writes `buf` at `offset` (appends if opened for append), without moving any
     /// file position. Reports exactly what the kernel accepted; a short count is allowed.
     fn write_at(&self, buf: Vec<u8>, offset: u64) -> impl Future<Output = BufResult> + Send;

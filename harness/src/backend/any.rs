@@ -88,6 +88,10 @@ impl EngineFile for AnyFile {
         each_file!(self, f => f.write_at(buf, offset).await)
     }
 
+    async fn read(&self, buf: Vec<u8>) -> BufResult {
+        each_file!(self, f => f.read(buf).await)
+    }
+
     async fn read_many(&self, reads: Vec<(u64, Vec<u8>)>) -> Vec<BufResult> {
         each_file!(self, f => f.read_many(reads).await)
     }

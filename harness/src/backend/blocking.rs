@@ -29,6 +29,12 @@ impl EngineFile for BlockingFile {
         (self.0.write_at(&buf, offset), buf)
     }
 
+    async fn read(&self, mut buf: Vec<u8>) -> BufResult {
+        use std::io::Read;
+        let result = (&self.0).read(&mut buf);
+        (result, buf)
+    }
+
     async fn fsync(&self) -> io::Result<()> {
         self.0.sync_all()
     }

@@ -129,6 +129,11 @@ impl EngineFile for PoolFile {
             .await
     }
 
+    async fn read(&self, mut buf: Vec<u8>) -> BufResult {
+        use std::io::Read;
+        self.with_file(move |mut f| (f.read(&mut buf), buf)).await
+    }
+
     async fn fsync(&self) -> io::Result<()> {
         self.with_file(|f| f.sync_all()).await
     }

@@ -36,6 +36,11 @@ impl EngineFile for TokioFile {
         (result, buf)
     }
 
+    async fn read(&self, mut buf: Vec<u8>) -> BufResult {
+        let result = self.file.lock().await.read(&mut buf).await;
+        (result, buf)
+    }
+
     async fn write_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
         let mut file = self.file.lock().await;
         let result = async {

@@ -134,6 +134,25 @@ impl EngineFile for UringFile {
         (result(&c), c.buf)
     }
 
+    async fn read(&self, buf: Vec<u8>) -> BufResult {
+        // read(2) on the blocking pool: the kernel does not keep the file position
+        // of async FUSE direct-I/O reads at offset -1 (IORING_FEAT_RW_CUR_POS) in step.
+        use std::io::Read;
+        let fd = Arc::clone(&self.fd);
+        let mut buf = buf;
+        tokio::task::spawn_blocking(move || {
+            let result = UringFile::with_file(&fd, |mut f| f.read(&mut buf));
+            (result, buf)
+        })
+        .await
+        .unwrap_or_else(|e| {
+            (
+                Err(io::Error::other(format!("blocking task failed: {e}"))),
+                Vec::new(),
+            )
+        })
+    }
+
     async fn write_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
         let fd = Arc::clone(&self.fd);
         if self.sync_writes {
@@ -229,9 +248,15 @@ impl Engine for UringEngine {
 
     async fn open(&self, path: &Path, options: &OpenOptions) -> io::Result<UringFile> {
         let (path, options) = (path.to_path_buf(), options.clone());
-        let fd: OwnedFd = blocking(move || std_open(&path, &options)).await?.into();
+        // fstatfs may block (a FUSE STATFS request), so it runs with the open.
+        let (fd, sync_writes) = blocking(move || {
+            let fd: OwnedFd = std_open(&path, &options)?.into();
+            let fuse = is_fuse(&fd)?;
+            Ok((fd, fuse))
+        })
+        .await?;
         Ok(UringFile {
-            sync_writes: is_fuse(&fd)?,
+            sync_writes,
             fd: Arc::new(fd),
             driver: Arc::clone(&self.driver),
         })

@@ -1,0 +1,53 @@
+//! Running a property with proptest: seeded, shrinking, failures as readable traces.
+
+use std::fmt::Debug;
+
+use proptest::strategy::Strategy;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+
+use crate::{outcome, Outcome, Verdict};
+
+/// Checks `property` on `cases` inputs drawn from `strategy` with `seed`. A failure
+/// shrinks to a minimal input, rendered by `trace`.
+pub(crate) fn check<S, F, T>(seed: u64, cases: u32, strategy: S, trace: T, property: F) -> Outcome
+where
+    S: Strategy,
+    S::Value: Debug,
+    F: Fn(&S::Value) -> Result<(), String>,
+    T: Fn(&S::Value) -> String,
+{
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 256,
+        ..Config::default()
+    };
+    let mut runner = TestRunner::new_with_rng(
+        config,
+        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
+    );
+    let runs = std::cell::Cell::new(0u32);
+    let result = runner.run(&strategy, |input| {
+        runs.set(runs.get() + 1);
+        property(&input).map_err(TestCaseError::fail)
+    });
+    match result {
+        Ok(()) => outcome(Verdict::Pass, runs.get()),
+        Err(TestError::Fail(reason, minimal)) => outcome(
+            Verdict::Fail {
+                reason: reason.to_string(),
+                trace: trace(&minimal),
+            },
+            runs.get(),
+        ),
+        Err(TestError::Abort(reason)) => outcome(
+            Verdict::Fail {
+                reason: format!("aborted: {reason}"),
+                trace: String::new(),
+            },
+            runs.get(),
+        ),
+    }
+}

@@ -1,0 +1,233 @@
+//! The matrix: one cell per (suite, engine), printed for people and written as
+//! JSON and JUnit XML for CI.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+/// A cell's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The engine kept the promise.
+    Pass,
+    /// It broke it (or a negative control went uncaught).
+    Fail,
+    /// The suite does not apply to the engine.
+    Unsupported,
+    /// A negative control, caught as it must be.
+    Caught,
+}
+
+impl Status {
+    fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "FAIL",
+            Status::Unsupported => "unsupported",
+            Status::Caught => "caught",
+        }
+    }
+}
+
+/// One (suite, engine) result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    /// Engine name.
+    pub engine: String,
+    /// Suite name.
+    pub suite: String,
+    /// The status.
+    pub status: Status,
+    /// Cases run.
+    pub cases: u32,
+    /// Wall time.
+    pub seconds: f64,
+    /// What happened: the failure with its minimal trace, or why unsupported.
+    pub detail: String,
+    /// The command that replays this cell.
+    pub replay: String,
+    /// Set when the cell matched a known finding: why it is expected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
+    /// Set when the cell differs from what was expected; changes the exit code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unexpected: Option<String>,
+    /// loop-lag: worst heartbeat lateness.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_lag_ms: Option<f64>,
+    /// loop-lag: 99th percentile lateness.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_lag_ms: Option<f64>,
+}
+
+/// A whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The run seed.
+    pub seed: u64,
+    /// Every cell.
+    pub cells: Vec<Cell>,
+}
+
+impl Report {
+    /// Whether the run is clean: nothing unexpected.
+    pub fn ok(&self) -> bool {
+        self.cells.iter().all(|c| c.unexpected.is_none())
+    }
+
+    /// The matrix and the details of every failure, for people.
+    pub fn render(&self) -> String {
+        let mut engines: Vec<&str> = Vec::new();
+        let mut suites: Vec<&str> = Vec::new();
+        for cell in &self.cells {
+            if !engines.contains(&cell.engine.as_str()) {
+                engines.push(&cell.engine);
+            }
+            if !suites.contains(&cell.suite.as_str()) {
+                suites.push(&cell.suite);
+            }
+        }
+        let width = 15;
+        let mut out = format!("slowfs-conformance, seed {}\n\n{:<16}", self.seed, "suite");
+        let (own, controls): (Vec<&str>, Vec<&str>) =
+            engines.iter().partition(|e| !e.starts_with("broken:"));
+        for engine in &own {
+            let _ = write!(out, "{engine:>width$}");
+        }
+        let _ = writeln!(out, "  {:>width$}", "negative control");
+        for suite in &suites {
+            let _ = write!(out, "{suite:<16}");
+            for engine in &own {
+                let text = self
+                    .cells
+                    .iter()
+                    .find(|c| &c.engine == engine && &c.suite == suite)
+                    .map_or("-".to_string(), cell_text);
+                let _ = write!(out, "{text:>width$}");
+            }
+            let control = self
+                .cells
+                .iter()
+                .filter(|c| &c.suite == suite && controls.contains(&c.engine.as_str()))
+                .map(|c| {
+                    format!(
+                        "{} {}",
+                        c.engine.trim_start_matches("broken:"),
+                        cell_text(c)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(out, "  {control}");
+        }
+        let _ = writeln!(
+            out,
+            "\n(cell: status/cases/seconds; loop-lag shows the max lag)"
+        );
+        for cell in &self.cells {
+            if cell.status == Status::Fail || cell.unexpected.is_some() {
+                let _ = writeln!(
+                    out,
+                    "\n{} x {}: {}",
+                    cell.suite,
+                    cell.engine,
+                    cell.status.label()
+                );
+                for line in cell.detail.lines() {
+                    let _ = writeln!(out, "    {line}");
+                }
+                if let Some(why) = &cell.expected {
+                    let _ = writeln!(out, "    expected: {why}");
+                }
+                if let Some(what) = &cell.unexpected {
+                    let _ = writeln!(out, "    UNEXPECTED: {what}");
+                }
+                let _ = writeln!(out, "    replay: {}", cell.replay);
+            }
+        }
+        let unsupported: Vec<String> = self
+            .cells
+            .iter()
+            .filter(|c| c.status == Status::Unsupported)
+            .map(|c| format!("  {} x {}: {}", c.suite, c.engine, c.detail))
+            .collect();
+        if !unsupported.is_empty() {
+            let _ = writeln!(out, "\nunsupported:\n{}", unsupported.join("\n"));
+        }
+        let _ = writeln!(
+            out,
+            "\n{}",
+            if self.ok() {
+                "result: as expected"
+            } else {
+                "result: UNEXPECTED cells (see above)"
+            }
+        );
+        out
+    }
+
+    /// JUnit XML: one test case per cell.
+    pub fn junit(&self) -> String {
+        let failures = self.cells.iter().filter(|c| c.unexpected.is_some()).count();
+        let skipped = self
+            .cells
+            .iter()
+            .filter(|c| c.status == Status::Unsupported)
+            .count();
+        let mut out = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"slowfs-conformance\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\">\n",
+            self.cells.len()
+        );
+        for cell in &self.cells {
+            let _ = write!(
+                out,
+                "  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\">",
+                xml(&cell.engine),
+                xml(&cell.suite),
+                cell.seconds
+            );
+            if let Some(what) = &cell.unexpected {
+                let _ = write!(
+                    out,
+                    "<failure message=\"{}\">{}\nreplay: {}</failure>",
+                    xml(what),
+                    xml(&cell.detail),
+                    xml(&cell.replay)
+                );
+            } else if cell.status == Status::Unsupported {
+                let _ = write!(out, "<skipped message=\"{}\"/>", xml(&cell.detail));
+            }
+            out.push_str("</testcase>\n");
+        }
+        out.push_str("</testsuite>\n</testsuites>\n");
+        out
+    }
+}
+
+fn cell_text(cell: &Cell) -> String {
+    let mark = if cell.unexpected.is_some() {
+        "!"
+    } else if cell.expected.is_some() {
+        "*"
+    } else {
+        ""
+    };
+    match (cell.status, cell.max_lag_ms) {
+        (Status::Unsupported, _) => format!("unsupp{mark}"),
+        (status, Some(lag)) => format!("{}{mark} {lag:.0}ms", status.label()),
+        (status, None) => format!(
+            "{}{mark} {}/{:.1}s",
+            status.label(),
+            cell.cases,
+            cell.seconds
+        ),
+    }
+}
+
+fn xml(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

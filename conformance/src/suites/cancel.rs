@@ -1,0 +1,209 @@
+//! `cancel`: operations dropped (by a timeout) while slowfs delays or hangs them.
+//! After the cancel, the hang is released and the suite checks: the operation
+//! drains from the engine (nothing left in flight), no fd is leaked, no buffer the
+//! caller got back afterwards changes (an engine that recycles a cancelled op's
+//! buffer while the kernel still writes into it is caught), each byte of a
+//! cancelled write's range is old or new, and the engine still works.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use harness::{Engine, EngineFile, OpenOptions};
+use proptest::prelude::*;
+
+use super::{ensure, mount};
+use crate::proptest_run::check;
+use crate::{outcome, Outcome, SuiteConfig, Verdict};
+
+const OLD: u8 = 0x11;
+const NEW: u8 = 0x22;
+const FILE: usize = 64 << 10;
+
+/// One case: what to cancel, how it is stalled, when to give up on it.
+#[derive(Debug, Clone)]
+pub struct Case {
+    write: bool,
+    hang: bool,
+    cancel_after_ms: u64,
+    len: usize,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (any::<bool>(), any::<bool>(), 0u64..40, 1usize..FILE).prop_map(
+        |(write, hang, cancel_after_ms, len)| Case {
+            write,
+            hang,
+            cancel_after_ms,
+            len,
+        },
+    )
+}
+
+fn open_fds() -> usize {
+    fds().len()
+}
+
+fn fds() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    let mut fds: Vec<String> = dir
+        .filter_map(|e| e.ok())
+        .map(|e| {
+            let target = std::fs::read_link(e.path())
+                .map(|t| t.display().to_string())
+                .unwrap_or_default();
+            format!("{}={target}", e.file_name().to_string_lossy())
+        })
+        .collect();
+    fds.sort();
+    fds
+}
+
+/// Runs the suite.
+pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
+    let mount = match mount(config, &[]) {
+        Ok(m) => m,
+        Err(outcome) => return outcome,
+    };
+    let rt = crate::runtime();
+    if let Some(reason) = rt.block_on(cannot_cancel(&*engine, &mount)) {
+        return outcome(Verdict::Unsupported { reason }, 1);
+    }
+    let n = AtomicU64::new(0);
+    check(
+        config.seed,
+        config.cases,
+        case(),
+        |c| {
+            format!(
+                "  {} {} bytes at 0, {} by slowfs, dropped after {} ms; release; check",
+                if c.write { "write_at" } else { "read_at" },
+                c.len,
+                if c.hang { "hung" } else { "delayed 100 ms" },
+                c.cancel_after_ms
+            )
+        },
+        |c| {
+            let name = format!("cancel-{}", n.fetch_add(1, Ordering::Relaxed));
+            rt.block_on(one_case(&*engine, &mount, &name, c))
+        },
+    )
+}
+
+/// If an operation cannot be dropped mid-flight (it runs to completion on the
+/// runtime thread), there is nothing to check: the suite does not apply.
+async fn cannot_cancel<E: Engine>(engine: &E, mount: &harness::mount::SlowMount) -> Option<String> {
+    std::fs::write(mount.backing_path("probe"), b"probe").ok()?;
+    let rule = mount.set("read path=probe delay=500ms").ok()?;
+    let file = engine
+        .open(&mount.path("probe"), &OpenOptions::read())
+        .await
+        .ok()?;
+    let start = std::time::Instant::now();
+    let _ = tokio::time::timeout(Duration::from_millis(20), file.read_at(vec![0; 5], 0)).await;
+    let waited = start.elapsed();
+    mount.clear(Some(rule));
+    let _ = file.close().await;
+    (waited >= Duration::from_millis(400)).then(|| {
+        "operations cannot be cancelled: they run to completion on the runtime thread".to_string()
+    })
+}
+
+async fn one_case<E: Engine>(
+    engine: &E,
+    mount: &harness::mount::SlowMount,
+    name: &str,
+    c: &Case,
+) -> Result<(), String> {
+    std::fs::write(mount.backing_path(name), vec![OLD; FILE]).map_err(|e| e.to_string())?;
+    std::fs::write(mount.backing_path("plain"), vec![0x77u8; FILE]).map_err(|e| e.to_string())?;
+    let op = if c.write { "write" } else { "read" };
+    let stall = if c.hang {
+        "hang".to_string()
+    } else {
+        "delay=100ms".to_string()
+    };
+    let rule = mount
+        .set(&format!("{op} path={name} {stall}"))
+        .map_err(|e| e.to_string())?;
+    // The daemon runs in this process: let it look both files up first, so the
+    // O_PATH fds of its inode table are in the baseline.
+    std::fs::metadata(mount.path(name)).map_err(|e| e.to_string())?;
+    std::fs::metadata(mount.path("plain")).map_err(|e| e.to_string())?;
+    let before = fds();
+    let baseline = before.len();
+    let file = engine
+        .open(&mount.path(name), &OpenOptions::read_write_create())
+        .await
+        .map_err(|e| e.to_string())?;
+    let cancel_after = Duration::from_millis(c.cancel_after_ms);
+    if c.write {
+        let _ = tokio::time::timeout(cancel_after, file.write_at(vec![NEW; c.len], 0)).await;
+    } else {
+        let _ = tokio::time::timeout(cancel_after, file.read_at(vec![0; c.len], 0)).await;
+    }
+    // Buffers the caller gets back after the cancel, from reads that complete.
+    let plain = engine
+        .open(&mount.path("plain"), &OpenOptions::read())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut returned = Vec::new();
+    for _ in 0..4 {
+        let (result, buf) = plain.read_at(vec![0; c.len], 0).await;
+        result.map_err(|e| format!("read after cancel: {e}"))?;
+        returned.push(buf);
+    }
+    let snapshot = returned.clone();
+    mount.clear(Some(rule));
+    mount.release();
+    let mut drained = false;
+    for _ in 0..500 {
+        if engine.in_flight() == 0 && mount.waiting() == 0 {
+            drained = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    ensure(drained, || {
+        format!(
+            "{} operation(s) still in flight 5 s after release",
+            engine.in_flight()
+        )
+    })?;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    ensure(returned == snapshot, || {
+        "a buffer returned to the caller after the cancel changed once the cancelled op completed"
+            .to_string()
+    })?;
+    if c.write {
+        let bytes = std::fs::read(mount.backing_path(name)).map_err(|e| e.to_string())?;
+        ensure(bytes.len() == FILE, || {
+            format!("the file changed size to {}", bytes.len())
+        })?;
+        ensure(
+            bytes[..c.len].iter().all(|b| *b == OLD || *b == NEW),
+            || "a byte of the cancelled write's range is neither old nor new".into(),
+        )?;
+        ensure(bytes[c.len..].iter().all(|b| *b == OLD), || {
+            "bytes outside the cancelled write's range changed".into()
+        })?;
+    }
+    let (result, _) = file.read_at(vec![0; 16], 0).await;
+    result.map_err(|e| format!("the engine failed after a cancel: {e}"))?;
+    file.close().await.map_err(|e| e.to_string())?;
+    plain.close().await.map_err(|e| e.to_string())?;
+    for _ in 0..200 {
+        if open_fds() <= baseline {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let now = fds();
+    let new: Vec<&String> = now.iter().filter(|f| !before.contains(f)).collect();
+    Err(format!(
+        "fd leaked: {} open, {baseline} before the case; new: {new:?}",
+        now.len()
+    ))
+}

@@ -1,0 +1,45 @@
+//! One module per suite.
+
+pub mod cancel;
+pub mod errors;
+pub mod loop_lag;
+pub mod positioned;
+pub mod short_io;
+
+use harness::mount::SlowMount;
+
+use crate::{outcome, Outcome, SuiteConfig, Verdict};
+
+/// Mounts slowfs with the run's seed, the suite's rules and the run's profile.
+pub(crate) fn mount(config: &SuiteConfig, rules: &[&str]) -> Result<SlowMount, Outcome> {
+    let mut spec = fault_inject::FaultSpec {
+        seed: Some(config.seed),
+        ..Default::default()
+    };
+    let fail = |e: String| {
+        outcome(
+            Verdict::Fail {
+                reason: format!("cannot mount slowfs: {e}"),
+                trace: String::new(),
+            },
+            0,
+        )
+    };
+    if let Some(profile) = &config.profile {
+        spec.add_profile(profile).map_err(|e| fail(e.to_string()))?;
+    }
+    for rule in rules {
+        spec.add_rule("suite", rule)
+            .map_err(|e| fail(e.to_string()))?;
+    }
+    SlowMount::start(spec).map_err(|e| fail(e.to_string()))
+}
+
+/// `Err(message)` unless `condition`.
+pub(crate) fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
+    if condition {
+        Ok(())
+    } else {
+        Err(message())
+    }
+}

@@ -1,0 +1,70 @@
+//! The suites on real slowfs mounts: our engines keep every promise, the
+//! third-party engine's known findings hold, and every negative control is caught
+//! (a suite that goes blind fails here).
+
+use conformance::broken::Defect;
+use conformance::report::Status;
+use conformance::runner::run_matrix;
+use conformance::{expectations, Suite, SuiteConfig};
+
+fn config() -> SuiteConfig {
+    let seed = std::env::var("SLOWFS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(11);
+    println!("seed {seed} (SLOWFS_SEED to change)");
+    SuiteConfig {
+        cases: 16,
+        seed,
+        ..SuiteConfig::default()
+    }
+}
+
+#[test]
+fn the_default_matrix_is_as_expected() {
+    let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
+    let engines: Vec<String> = harness::ENGINE_NAMES
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let report = run_matrix(&engines, Suite::ALL, true, &config(), &known, |_| {});
+    println!("{}", report.render());
+    assert!(report.ok(), "unexpected cells:\n{}", report.render());
+    for cell in &report.cells {
+        if cell.engine == "uring" || cell.engine == "threadpool" {
+            assert!(
+                matches!(cell.status, Status::Pass | Status::Unsupported),
+                "{} x {}: {:?}",
+                cell.suite,
+                cell.engine,
+                cell.status
+            );
+        }
+    }
+    let caught = |engine: &str, suite: &str| {
+        report
+            .cells
+            .iter()
+            .any(|c| c.engine == engine && c.suite == suite && c.status == Status::Caught)
+    };
+    assert!(
+        caught("blocking", "loop-lag"),
+        "blocking must fail loop-lag"
+    );
+    for defect in Defect::ALL {
+        if defect.caught_by() == Suite::AtomicReplace {
+            continue; // needs the crash model
+        }
+        assert!(
+            caught(defect.name(), defect.caught_by().name()),
+            "{} not caught",
+            defect.name()
+        );
+    }
+    let json = serde_json::to_value(&report).unwrap();
+    assert!(json["seed"].is_u64());
+    assert!(json["cells"][0]["status"].is_string());
+    assert!(report
+        .junit()
+        .contains("<testsuite name=\"slowfs-conformance\""));
+}

@@ -38,6 +38,7 @@
 
 mod config;
 mod delay;
+pub mod durability;
 mod errno;
 mod op;
 mod parse;

@@ -1,0 +1,538 @@
+//! The durability model: what a crash keeps.
+//!
+//! A [`Log`] holds the mutating operations a filesystem saw, on node ids (inode
+//! numbers) and names. Strict POSIX: file data and size become durable when the
+//! file is fsynced (any handle); a directory's entries become durable when the
+//! directory is fsynced (a rename needs both parents); a full sync makes everything
+//! durable. For a crash after operation `k`, [`Log::durable_state`] is the state
+//! that surely survives, and [`Log::pending`] the operations that may or may not
+//! have: any subset of them, applied in log order on top of the durable state,
+//! is an allowed state ([`Log::state_with`]); with torn writes, a kept write may
+//! survive only in part, a prefix of whole sectors ([`Keep::Torn`]).
+//!
+//! ```
+//! use fault_inject::durability::{Log, LogOp, NodeKind, Tree};
+//!
+//! let mut log = Log::new(Tree::empty(1));
+//! log.push(LogOp::Create { dir: 1, name: "f".into(), node: 2, kind: NodeKind::File });
+//! log.push(LogOp::Write { node: 2, offset: 0, data: b"data".to_vec() });
+//! log.push(LogOp::Fsync { node: 2 });
+//! // The file's data is durable, its directory entry is not: it may vanish.
+//! assert!(log.durable_state(3).lookup("f").is_none());
+//! log.push(LogOp::FsyncDir { dir: 1 });
+//! assert_eq!(log.durable_state(4).lookup("f").unwrap().data().unwrap(), b"data");
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A node's identity: the inode number it had when the log was taken.
+pub type NodeId = u64;
+
+/// What a created node is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NodeKind {
+    /// A regular file (or a fifo/device, kept as an empty file).
+    File,
+    /// A directory.
+    Dir,
+    /// A symlink with its target.
+    Symlink(String),
+}
+
+/// One mutating operation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LogOp {
+    /// Data written at an offset.
+    Write {
+        /// The file.
+        node: NodeId,
+        /// Where.
+        offset: u64,
+        /// What.
+        data: Vec<u8>,
+    },
+    /// Truncate or extend.
+    SetLen {
+        /// The file.
+        node: NodeId,
+        /// New length.
+        len: u64,
+    },
+    /// A new node under a name.
+    Create {
+        /// Parent directory.
+        dir: NodeId,
+        /// Entry name.
+        name: String,
+        /// The new node.
+        node: NodeId,
+        /// Its kind.
+        kind: NodeKind,
+    },
+    /// Another name for an existing node.
+    Link {
+        /// Directory of the new name.
+        dir: NodeId,
+        /// The new name.
+        name: String,
+        /// The node.
+        node: NodeId,
+    },
+    /// A name removed (unlink or rmdir).
+    Remove {
+        /// Parent directory.
+        dir: NodeId,
+        /// Entry name.
+        name: String,
+    },
+    /// A rename (replacing the destination), or an exchange of two entries.
+    Rename {
+        /// Source directory.
+        from_dir: NodeId,
+        /// Source name.
+        from_name: String,
+        /// Destination directory.
+        to_dir: NodeId,
+        /// Destination name.
+        to_name: String,
+        /// The node that moved.
+        node: NodeId,
+        /// RENAME_EXCHANGE: the node that moved the other way.
+        exchanged: Option<NodeId>,
+    },
+    /// fsync/fdatasync of a file: its data and size are durable.
+    Fsync {
+        /// The file.
+        node: NodeId,
+    },
+    /// fsync of a directory: its entries are durable.
+    FsyncDir {
+        /// The directory.
+        dir: NodeId,
+    },
+    /// syncfs/sync: everything is durable.
+    Sync,
+}
+
+impl LogOp {
+    /// Directories whose entries this op changes.
+    fn dirs(&self) -> Vec<NodeId> {
+        match self {
+            LogOp::Create { dir, .. } | LogOp::Link { dir, .. } | LogOp::Remove { dir, .. } => {
+                vec![*dir]
+            }
+            LogOp::Rename {
+                from_dir, to_dir, ..
+            } => vec![*from_dir, *to_dir],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The file whose data this op changes.
+    fn data_node(&self) -> Option<NodeId> {
+        match self {
+            LogOp::Write { node, .. } | LogOp::SetLen { node, .. } => Some(*node),
+            _ => None,
+        }
+    }
+
+    fn is_sync(&self) -> bool {
+        matches!(
+            self,
+            LogOp::Fsync { .. } | LogOp::FsyncDir { .. } | LogOp::Sync
+        )
+    }
+}
+
+/// A node of a [`Tree`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Node {
+    /// A file's bytes.
+    File(Vec<u8>),
+    /// A directory's entries.
+    Dir(BTreeMap<String, NodeId>),
+    /// A symlink's target.
+    Symlink(String),
+}
+
+impl Node {
+    /// A file's bytes.
+    pub fn data(&self) -> Option<&[u8]> {
+        match self {
+            Node::File(data) => Some(data),
+            _ => None,
+        }
+    }
+}
+
+/// A directory tree: nodes by id, and the root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tree {
+    /// Every node, reachable or not.
+    pub nodes: HashMap<NodeId, Node>,
+    /// The root directory.
+    pub root: NodeId,
+}
+
+impl Tree {
+    /// An empty root directory.
+    pub fn empty(root: NodeId) -> Tree {
+        Tree {
+            nodes: HashMap::from([(root, Node::Dir(BTreeMap::new()))]),
+            root,
+        }
+    }
+
+    /// The node at a `/`-separated path from the root.
+    pub fn lookup(&self, path: &str) -> Option<&Node> {
+        let mut node = self.nodes.get(&self.root)?;
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            let Node::Dir(entries) = node else {
+                return None;
+            };
+            node = self.nodes.get(entries.get(part)?)?;
+        }
+        Some(node)
+    }
+
+    fn dir_mut(&mut self, dir: NodeId) -> Option<&mut BTreeMap<String, NodeId>> {
+        match self.nodes.get_mut(&dir) {
+            Some(Node::Dir(entries)) => Some(entries),
+            _ => None,
+        }
+    }
+
+    fn file_mut(&mut self, node: NodeId) -> &mut Vec<u8> {
+        let entry = self
+            .nodes
+            .entry(node)
+            .or_insert_with(|| Node::File(Vec::new()));
+        if !matches!(entry, Node::File(_)) {
+            *entry = Node::File(Vec::new());
+        }
+        match entry {
+            Node::File(data) => data,
+            _ => unreachable!("just made a file"),
+        }
+    }
+
+    /// Applies one operation; operations on missing names or nodes do nothing
+    /// (a kept op may refer to something a dropped op would have made).
+    pub fn apply(&mut self, op: &LogOp) {
+        match op {
+            LogOp::Write { node, offset, data } => {
+                let file = self.file_mut(*node);
+                let end = *offset as usize + data.len();
+                if file.len() < end {
+                    file.resize(end, 0);
+                }
+                file[*offset as usize..end].copy_from_slice(data);
+            }
+            LogOp::SetLen { node, len } => self.file_mut(*node).resize(*len as usize, 0),
+            LogOp::Create {
+                dir,
+                name,
+                node,
+                kind,
+            } => {
+                let fresh = match kind {
+                    NodeKind::File => Node::File(Vec::new()),
+                    NodeKind::Dir => Node::Dir(BTreeMap::new()),
+                    NodeKind::Symlink(target) => Node::Symlink(target.clone()),
+                };
+                if self.dir_mut(*dir).is_some() {
+                    self.nodes.insert(*node, fresh);
+                    self.dir_mut(*dir)
+                        .expect("checked")
+                        .insert(name.clone(), *node);
+                }
+            }
+            LogOp::Link { dir, name, node } => {
+                if self.nodes.contains_key(node) {
+                    if let Some(entries) = self.dir_mut(*dir) {
+                        entries.insert(name.clone(), *node);
+                    }
+                }
+            }
+            LogOp::Remove { dir, name } => {
+                if let Some(entries) = self.dir_mut(*dir) {
+                    entries.remove(name);
+                }
+            }
+            LogOp::Rename {
+                from_dir,
+                from_name,
+                to_dir,
+                to_name,
+                node,
+                exchanged,
+            } => {
+                // Each side is applied on its own: a crash may have made one parent's
+                // half durable (its fsync) and not the other's.
+                if from_dir == to_dir && from_name == to_name {
+                    return;
+                }
+                if let Some(entries) = self.dir_mut(*to_dir) {
+                    entries.insert(to_name.clone(), *node);
+                }
+                if let Some(entries) = self.dir_mut(*from_dir) {
+                    match exchanged {
+                        Some(other) => {
+                            entries.insert(from_name.clone(), *other);
+                        }
+                        None => {
+                            if entries.get(from_name) == Some(node) {
+                                entries.remove(from_name);
+                            }
+                        }
+                    }
+                }
+            }
+            LogOp::Fsync { .. } | LogOp::FsyncDir { .. } | LogOp::Sync => {}
+        }
+    }
+
+    /// Every reachable path with its node, depth first, sorted.
+    pub fn walk(&self) -> Vec<(String, &Node)> {
+        let mut out = Vec::new();
+        let mut stack = vec![(String::new(), self.root, 0usize)];
+        let mut seen = BTreeSet::new();
+        while let Some((path, id, depth)) = stack.pop() {
+            let Some(node) = self.nodes.get(&id) else {
+                continue;
+            };
+            if !path.is_empty() {
+                out.push((path.clone(), node));
+            }
+            if let Node::Dir(entries) = node {
+                if depth > 64 || !seen.insert(id) {
+                    continue; // a directory cycle from an odd subset: stop
+                }
+                for (name, child) in entries.iter().rev() {
+                    let child_path = if path.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{path}/{name}")
+                    };
+                    stack.push((child_path, *child, depth + 1));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// A fingerprint of what is reachable, to check each distinct state once.
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for (path, node) in self.walk() {
+            path.hash(&mut hasher);
+            match node {
+                Node::File(data) => (0u8, data).hash(&mut hasher),
+                Node::Dir(_) => 1u8.hash(&mut hasher),
+                Node::Symlink(t) => (2u8, t).hash(&mut hasher),
+            }
+        }
+        hasher.finish()
+    }
+}
+
+/// How much of a pending operation a state keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Keep {
+    /// All of it.
+    Whole,
+    /// A write cut after this many bytes (a whole number of sectors from its
+    /// offset's sector boundary).
+    Torn(u64),
+}
+
+/// A log of operations over an initial, durable tree.
+#[derive(Debug, Clone)]
+pub struct Log {
+    initial: Tree,
+    ops: Vec<LogOp>,
+}
+
+impl Log {
+    /// An empty log over `initial`.
+    pub fn new(initial: Tree) -> Log {
+        Log {
+            initial,
+            ops: Vec::new(),
+        }
+    }
+
+    /// Appends an operation.
+    pub fn push(&mut self, op: LogOp) {
+        self.ops.push(op);
+    }
+
+    /// The operations.
+    pub fn ops(&self) -> &[LogOp] {
+        &self.ops
+    }
+
+    /// The initial tree.
+    pub fn initial(&self) -> &Tree {
+        &self.initial
+    }
+
+    /// The state with every one of the first `k` operations applied (no crash).
+    pub fn volatile_state(&self, k: usize) -> Tree {
+        let mut tree = self.initial.clone();
+        for op in &self.ops[..k] {
+            tree.apply(op);
+        }
+        tree
+    }
+
+    /// The state that surely survives a crash after the first `k` operations.
+    pub fn durable_state(&self, k: usize) -> Tree {
+        let mut volatile = self.initial.clone();
+        let mut durable = self.initial.clone();
+        for op in &self.ops[..k] {
+            volatile.apply(op);
+            match op {
+                LogOp::Fsync { node } => {
+                    if let Some(n @ Node::File(_)) = volatile.nodes.get(node) {
+                        durable.nodes.insert(*node, n.clone());
+                    }
+                }
+                LogOp::FsyncDir { dir } => {
+                    if let Some(Node::Dir(entries)) = volatile.nodes.get(dir).cloned() {
+                        for child in entries.values() {
+                            // A child new to the durable tree exists with no durable content
+                            // of its own yet: an empty file or directory, or the symlink.
+                            if !durable.nodes.contains_key(child) {
+                                let fresh = match volatile.nodes.get(child) {
+                                    Some(Node::Dir(_)) => Node::Dir(BTreeMap::new()),
+                                    Some(Node::Symlink(t)) => Node::Symlink(t.clone()),
+                                    _ => Node::File(Vec::new()),
+                                };
+                                durable.nodes.insert(*child, fresh);
+                            }
+                        }
+                        durable.nodes.insert(*dir, Node::Dir(entries));
+                    }
+                }
+                LogOp::Sync => durable = volatile.clone(),
+                _ => {}
+            }
+        }
+        durable
+    }
+
+    /// Indices (among the first `k`) of the operations not yet made durable by a
+    /// later sync within the first `k`: those a crash after `k` may or may not keep.
+    pub fn pending(&self, k: usize) -> Vec<usize> {
+        let ops = &self.ops[..k];
+        (0..k)
+            .filter(|&i| {
+                let op = &ops[i];
+                if op.is_sync() {
+                    return false;
+                }
+                let later = &ops[i + 1..];
+                if later.iter().any(|o| matches!(o, LogOp::Sync)) {
+                    return false;
+                }
+                if let Some(node) = op.data_node() {
+                    return !later
+                        .iter()
+                        .any(|o| matches!(o, LogOp::Fsync { node: n } if *n == node));
+                }
+                let dirs = op.dirs();
+                !dirs.iter().all(|d| {
+                    later
+                        .iter()
+                        .any(|o| matches!(o, LogOp::FsyncDir { dir } if dir == d))
+                })
+            })
+            .collect()
+    }
+
+    /// The state after a crash at `k` that keeps, of the pending operations, those
+    /// in `kept` (by index, with how much of each): the durable state with them
+    /// applied in log order.
+    pub fn state_with(&self, k: usize, kept: &BTreeMap<usize, Keep>) -> Tree {
+        let mut tree = self.durable_state(k);
+        for (&i, keep) in kept {
+            match (keep, &self.ops[i]) {
+                (Keep::Torn(bytes), LogOp::Write { node, offset, data }) => {
+                    tree.apply(&LogOp::Write {
+                        node: *node,
+                        offset: *offset,
+                        data: data[..(*bytes as usize).min(data.len())].to_vec(),
+                    })
+                }
+                (_, op) => tree.apply(op),
+            }
+        }
+        tree
+    }
+
+    /// The ways a pending write can tear: cut after each sector boundary inside it
+    /// (sectors aligned to file offsets).
+    pub fn tears(&self, i: usize, sector: u64) -> Vec<u64> {
+        let LogOp::Write { offset, data, .. } = &self.ops[i] else {
+            return Vec::new();
+        };
+        let end = offset + data.len() as u64;
+        let first = (offset / sector + 1) * sector;
+        (0..)
+            .map(|s| first + s * sector)
+            .take_while(|b| *b < end)
+            .map(|b| b - offset)
+            .collect()
+    }
+}
+
+impl fmt::Display for LogOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LogOp::Write { node, offset, data } => {
+                write!(f, "write(#{node}, {offset}, {} bytes)", data.len())
+            }
+            LogOp::SetLen { node, len } => write!(f, "truncate(#{node}, {len})"),
+            LogOp::Create {
+                dir,
+                name,
+                node,
+                kind,
+            } => {
+                let what = match kind {
+                    NodeKind::File => "create",
+                    NodeKind::Dir => "mkdir",
+                    NodeKind::Symlink(_) => "symlink",
+                };
+                write!(f, "{what}(#{dir}/{name} -> #{node})")
+            }
+            LogOp::Link { dir, name, node } => write!(f, "link(#{dir}/{name} -> #{node})"),
+            LogOp::Remove { dir, name } => write!(f, "remove(#{dir}/{name})"),
+            LogOp::Rename {
+                from_dir,
+                from_name,
+                to_dir,
+                to_name,
+                node,
+                exchanged,
+            } => write!(
+                f,
+                "{}(#{from_dir}/{from_name}, #{to_dir}/{to_name}; #{node})",
+                if exchanged.is_some() {
+                    "exchange"
+                } else {
+                    "rename"
+                }
+            ),
+            LogOp::Fsync { node } => write!(f, "fsync(#{node})"),
+            LogOp::FsyncDir { dir } => write!(f, "fsync_dir(#{dir})"),
+            LogOp::Sync => write!(f, "sync"),
+        }
+    }
+}

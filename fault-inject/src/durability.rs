@@ -148,7 +148,7 @@ impl LogOp {
 }
 
 /// A node of a [`Tree`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Node {
     /// A file's bytes.
     File(Vec<u8>),
@@ -169,7 +169,7 @@ impl Node {
 }
 
 /// A directory tree: nodes by id, and the root.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tree {
     /// Every node, reachable or not.
     pub nodes: HashMap<NodeId, Node>,
@@ -244,7 +244,9 @@ impl Tree {
                     NodeKind::Symlink(target) => Node::Symlink(target.clone()),
                 };
                 if self.dir_mut(*dir).is_some() {
-                    self.nodes.insert(*node, fresh);
+                    // A node that already has content here got it from a later fsync
+                    // (made durable before this entry): creating it must not empty it.
+                    self.nodes.entry(*node).or_insert(fresh);
                     self.dir_mut(*dir)
                         .expect("checked")
                         .insert(name.clone(), *node);
@@ -352,7 +354,7 @@ pub enum Keep {
 }
 
 /// A log of operations over an initial, durable tree.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Log {
     initial: Tree,
     ops: Vec<LogOp>,
@@ -397,6 +399,15 @@ impl Log {
         let mut durable = self.initial.clone();
         for op in &self.ops[..k] {
             volatile.apply(op);
+            if let LogOp::Create { node, kind, .. } = op {
+                // The node exists from now on, with no durable content of its own
+                // yet; it is reachable only through durable (or kept) entries.
+                durable.nodes.entry(*node).or_insert_with(|| match kind {
+                    NodeKind::File => Node::File(Vec::new()),
+                    NodeKind::Dir => Node::Dir(BTreeMap::new()),
+                    NodeKind::Symlink(target) => Node::Symlink(target.clone()),
+                });
+            }
             match op {
                 LogOp::Fsync { node } => {
                     if let Some(n @ Node::File(_)) = volatile.nodes.get(node) {
@@ -534,5 +545,101 @@ impl fmt::Display for LogOp {
             LogOp::FsyncDir { dir } => write!(f, "fsync_dir(#{dir})"),
             LogOp::Sync => write!(f, "sync"),
         }
+    }
+}
+
+/// Which pending operations a crash state keeps, and how much of each.
+pub type Kept = BTreeMap<usize, Keep>;
+
+impl Log {
+    /// Crash states to check at crash point `k`, at most `limit`: the durable
+    /// state, the no-crash state, each pending op kept alone (whole or torn), each
+    /// dropped alone, then — when all combinations exceed the limit — seeded random
+    /// combinations. With `sector`, kept writes may also tear at sector boundaries.
+    pub fn candidate_states(
+        &self,
+        k: usize,
+        sector: Option<u64>,
+        limit: usize,
+        seed: u64,
+    ) -> (Vec<Kept>, bool) {
+        let pending = self.pending(k);
+        let options: Vec<(usize, Vec<Keep>)> = pending
+            .iter()
+            .map(|&i| {
+                let mut keeps = vec![Keep::Whole];
+                if let Some(sector) = sector {
+                    keeps.extend(self.tears(i, sector).into_iter().map(Keep::Torn));
+                }
+                (i, keeps)
+            })
+            .collect();
+        let total = options
+            .iter()
+            .try_fold(1usize, |acc, (_, keeps)| acc.checked_mul(keeps.len() + 1));
+        let mut out: Vec<Kept> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut push = |kept: Kept, out: &mut Vec<Kept>| {
+            if out.len() < limit && seen.insert(kept.clone()) {
+                out.push(kept);
+            }
+        };
+        if let Some(total) = total.filter(|t| *t <= limit) {
+            // Every combination: a mixed-radix counter over (drop, keep options...).
+            for mut code in 0..total {
+                let mut kept = Kept::new();
+                for (i, keeps) in &options {
+                    let radix = keeps.len() + 1;
+                    let digit = code % radix;
+                    code /= radix;
+                    if digit > 0 {
+                        kept.insert(*i, keeps[digit - 1]);
+                    }
+                }
+                push(kept, &mut out);
+            }
+            return (out, false);
+        }
+        push(Kept::new(), &mut out);
+        push(
+            options.iter().map(|(i, _)| (*i, Keep::Whole)).collect(),
+            &mut out,
+        );
+        for (i, keeps) in &options {
+            for keep in keeps {
+                push(Kept::from([(*i, *keep)]), &mut out);
+            }
+        }
+        for (dropped, _) in &options {
+            push(
+                options
+                    .iter()
+                    .filter(|(i, _)| i != dropped)
+                    .map(|(i, _)| (*i, Keep::Whole))
+                    .collect(),
+                &mut out,
+            );
+        }
+        // Seeded random combinations for the rest of the budget.
+        let mut state = seed ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            state >> 33
+        };
+        let mut attempts = 0;
+        while out.len() < limit && attempts < limit * 4 {
+            attempts += 1;
+            let mut kept = Kept::new();
+            for (i, keeps) in &options {
+                let digit = (next() % (keeps.len() as u64 + 1)) as usize;
+                if digit > 0 {
+                    kept.insert(*i, keeps[digit - 1]);
+                }
+            }
+            push(kept, &mut out);
+        }
+        (out, true)
     }
 }

@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 
 pub mod control;
+pub mod explore;
 mod fs;
 pub mod mount;
 mod scheduler;

@@ -37,6 +37,8 @@ pub struct MountConfig {
     /// Let the kernel gather small writes in its page cache (files that data rules
     /// touch bypass it either way).
     pub writeback_cache: bool,
+    /// Record every mutating operation for the durability model ([`Mount::recorded`]).
+    pub record: bool,
 }
 
 impl MountConfig {
@@ -51,6 +53,7 @@ impl MountConfig {
             threads: 4,
             control: Some(None),
             writeback_cache: true,
+            record: false,
         }
     }
 }
@@ -84,7 +87,13 @@ impl Mount {
         let mountpoint = config.mountpoint.canonicalize()?;
         let seed = config.spec.seed.unwrap_or(config.default_seed);
         let plan = Arc::new(FaultPlan::new(seed, config.spec.rules.iter().cloned()));
-        let fs = SlowFs::new(&config.backing, plan, config.writeback_cache)?;
+        // A recording mount sees writes in program order: no writeback cache.
+        let fs = SlowFs::new(
+            &config.backing,
+            plan,
+            config.writeback_cache && !config.record,
+            config.record,
+        )?;
         let inner = fs.inner();
 
         let mut options = vec![
@@ -157,6 +166,11 @@ impl Mount {
     /// Requests parked right now (delayed or hung).
     pub fn waiting(&self) -> usize {
         self.inner.scheduler.waiting()
+    }
+
+    /// The mutating operations served so far (on a mount with `record` set).
+    pub fn recorded(&self) -> Vec<fault_inject::durability::LogOp> {
+        self.inner.recorded()
     }
 
     /// Open file and directory handles right now.

@@ -1,6 +1,7 @@
 //! Command-line interface.
 
 mod commands;
+mod explore;
 mod signals;
 
 use std::path::PathBuf;
@@ -78,6 +79,12 @@ enum Command {
         /// The config file.
         file: PathBuf,
     },
+    /// Run WORKLOAD once on a recording mount, then check every crash state it
+    /// could leave behind with CHECK (run by `sh -c` with SLOWFS_STATE set to a
+    /// directory holding the state, SLOWFS_CRASH_POINT to the number of operations
+    /// before the crash and SLOWFS_OPS to the total; exit 0 = acceptable).
+    /// Exits 1 when a state violates, 0 when none does, 2 when the workload fails.
+    Explore(ExploreArgs),
     /// Unmount a slowfs, also a dead one whose daemon was killed.
     Umount {
         /// The mountpoint; with --all, every slowfs mount.
@@ -86,6 +93,39 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
+}
+
+#[derive(Debug, Args)]
+struct ExploreArgs {
+    /// The directory the workload works in (default: a fresh empty one). Its
+    /// content before the workload is the initial, durable state.
+    #[arg(long)]
+    backing: Option<PathBuf>,
+    /// The checker command, e.g. `./check.sh` (run by sh -c in each state).
+    #[arg(long)]
+    check: String,
+    /// Most states to check overall (the output says when this cut the search).
+    #[arg(long, default_value_t = 10_000)]
+    max_states: usize,
+    /// Let writes that were not yet durable survive in part (whole sectors).
+    #[arg(long)]
+    torn: bool,
+    /// Sector size for --torn.
+    #[arg(long, default_value_t = 4096)]
+    sector: u64,
+    /// Seed for sampling state spaces larger than --max-states.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Replay one state from a saved log (printed by an earlier run) instead of
+    /// running a workload; use with --state.
+    #[arg(long, requires = "state")]
+    replay: Option<PathBuf>,
+    /// The state to replay: CRASH_POINT/OP,OP:BYTES,... (printed with each violation).
+    #[arg(long)]
+    state: Option<String>,
+    /// The workload command and its arguments (after --).
+    #[arg(last = true)]
+    workload: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -159,5 +199,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Profiles { name } => commands::profiles(name),
         Command::Check { file } => commands::check(file),
         Command::Umount { mountpoint, all } => commands::umount(mountpoint, all),
+        Command::Explore(args) => explore::explore(args),
     }
 }

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use fault_inject::durability::{LogOp, NodeKind};
 use fault_inject::Op;
 use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags,
@@ -89,6 +90,18 @@ impl Inner {
             check(unsafe { libc::fchmodat(dir.raw(), name.as_ptr(), mode, 0) })?;
         }
         Ok(())
+    }
+
+    /// Logs a node created under `parent/name` (on a recording mount).
+    fn record_created(&self, parent: u64, name: &OsStr, attr: &fuser::FileAttr, kind: NodeKind) {
+        self.record(|| {
+            Some(LogOp::Create {
+                dir: self.node(parent)?,
+                name: name.to_string_lossy().into_owned(),
+                node: self.node(attr.ino.0)?,
+                kind,
+            })
+        });
     }
 
     /// Whether reads and writes of this file must bypass the page cache, so that
@@ -254,7 +267,16 @@ impl Filesystem for SlowFs {
                     atime,
                     mtime,
                 };
+                let truncated = change.size;
                 let result = inner.set_attributes(ino, fh, change);
+                if let (Ok(_), Some(len)) = (&result, truncated) {
+                    inner.record(|| {
+                        Some(LogOp::SetLen {
+                            node: inner.node(ino.0)?,
+                            len,
+                        })
+                    });
+                }
                 let ttl = inner.ttl();
                 done.respond(inner, result, |r, st| {
                     r.attr(&ttl, &attr(ino.0, &st));
@@ -305,7 +327,9 @@ impl Filesystem for SlowFs {
                 // SAFETY: plain syscall with a valid C string.
                 check(unsafe { libc::mknodat(dir.raw(), cname.as_ptr(), mode, rdev as u64) })?;
                 inner.adopt(&dir, &cname, caller, mode, mode & libc::S_IFMT)?;
-                inner.entry(parent.0, &dir, &name)
+                inner
+                    .entry(parent.0, &dir, &name)
+                    .inspect(|a| inner.record_created(parent.0, &name, a, NodeKind::File))
             })();
             let ttl = inner.ttl();
             done.respond(inner, result, |r, a| {
@@ -334,7 +358,9 @@ impl Filesystem for SlowFs {
                 // SAFETY: plain syscall with a valid C string.
                 check(unsafe { libc::mkdirat(dir.raw(), cname.as_ptr(), mode) })?;
                 inner.adopt(&dir, &cname, caller, mode, libc::S_IFDIR)?;
-                inner.entry(parent.0, &dir, &name)
+                inner
+                    .entry(parent.0, &dir, &name)
+                    .inspect(|a| inner.record_created(parent.0, &name, a, NodeKind::Dir))
             })();
             let ttl = inner.ttl();
             done.respond(inner, result, |r, a| {
@@ -378,7 +404,10 @@ impl Filesystem for SlowFs {
                     // SAFETY: plain syscall with valid C strings.
                     check(unsafe { libc::symlinkat(target.as_ptr(), dir.raw(), cname.as_ptr()) })?;
                     inner.adopt(&dir, &cname, caller, 0o777, libc::S_IFLNK)?;
-                    inner.entry(parent.0, &dir, &name)
+                    inner.entry(parent.0, &dir, &name).inspect(|a| {
+                        let target = String::from_utf8_lossy(target.as_bytes()).into_owned();
+                        inner.record_created(parent.0, &name, a, NodeKind::Symlink(target))
+                    })
                 })();
                 let ttl = inner.ttl();
                 done.respond(inner, result, |r, a| {
@@ -412,6 +441,15 @@ impl Filesystem for SlowFs {
                     let from = inner.inodes.get(parent)?;
                     let to = inner.inodes.get(newparent)?;
                     let (cname, cnew) = (sys::component(&name)?, sys::component(&newname)?);
+                    let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
+                    // What moves, for the log: looked up before the names change.
+                    let moving = inner.recording().then(|| {
+                        let node = sys::stat_at(from.raw(), &cname, 0).ok()?.st_ino;
+                        let other = exchange
+                            .then(|| sys::stat_at(to.raw(), &cnew, 0).ok().map(|st| st.st_ino))
+                            .flatten();
+                        Some((node, other))
+                    });
                     // SAFETY: plain syscall with valid C strings.
                     check(unsafe {
                         libc::renameat2(
@@ -422,7 +460,17 @@ impl Filesystem for SlowFs {
                             flags.bits(),
                         )
                     })?;
-                    let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
+                    inner.record(|| {
+                        let (node, exchanged) = moving.flatten()?;
+                        Some(LogOp::Rename {
+                            from_dir: from.key.1,
+                            from_name: name.to_string_lossy().into_owned(),
+                            to_dir: to.key.1,
+                            to_name: newname.to_string_lossy().into_owned(),
+                            node,
+                            exchanged,
+                        })
+                    });
                     inner
                         .inodes
                         .renamed((parent.0, &name), (newparent.0, &newname), exchange);
@@ -461,7 +509,15 @@ impl Filesystem for SlowFs {
                         libc::AT_EMPTY_PATH,
                     )
                 })?;
-                inner.entry(newparent.0, &dir, &newname)
+                inner.entry(newparent.0, &dir, &newname).inspect(|_| {
+                    inner.record(|| {
+                        Some(LogOp::Link {
+                            dir: inner.node(newparent.0)?,
+                            name: newname.to_string_lossy().into_owned(),
+                            node: inner.node(ino.0)?,
+                        })
+                    })
+                })
             })();
             let ttl = inner.ttl();
             done.respond(inner, result, |r, a| {
@@ -480,6 +536,14 @@ impl Filesystem for SlowFs {
                 .get(ino)
                 .and_then(|i| sys::reopen(i.raw(), backing_flags(flags.0, inner.writeback())))
                 .map(|fd| inner.handles.insert(fd));
+            if result.is_ok() && flags.0 & libc::O_TRUNC != 0 {
+                inner.record(|| {
+                    Some(LogOp::SetLen {
+                        node: inner.node(ino.0)?,
+                        len: 0,
+                    })
+                });
+            }
             done.respond(inner, result, |r, fh| {
                 r.opened(fh, fopen);
             })
@@ -546,10 +610,17 @@ impl Filesystem for SlowFs {
             reply,
             move |inner, done, short, data| {
                 let data = &data[..short.map_or(data.len(), |s| s as usize)];
-                let result = inner
-                    .handles
-                    .get(fh)
-                    .and_then(|h| sys::pwrite(h.raw(), data, offset));
+                let result = inner.handles.get(fh).and_then(|h| {
+                    let n = sys::pwrite(h.raw(), data, offset)?;
+                    inner.record(|| {
+                        Some(LogOp::Write {
+                            node: inner.node(ino.0)?,
+                            offset: sys::written_at(h.raw(), offset, n),
+                            data: data[..n].to_vec(),
+                        })
+                    });
+                    Ok(n)
+                });
                 done.respond_moved(
                     inner,
                     result,
@@ -920,6 +991,7 @@ impl Filesystem for SlowFs {
                     )?;
                     inner.adopt(&dir, &cname, caller, mode, libc::S_IFREG)?;
                     let attr = inner.entry(parent.0, &dir, &name)?;
+                    inner.record_created(parent.0, &name, &attr, NodeKind::File);
                     Ok((attr, inner.handles.insert(fd)))
                 })();
                 let ttl = inner.ttl();
@@ -951,7 +1023,19 @@ impl Filesystem for SlowFs {
             move |inner, done, _, _| {
                 let result = inner.handles.get(fh).and_then(|h| {
                     // SAFETY: plain syscall on an fd we own.
-                    check(unsafe { libc::fallocate(h.raw(), mode, offset as i64, length as i64) })
+                    check(unsafe { libc::fallocate(h.raw(), mode, offset as i64, length as i64) })?;
+                    inner.record(|| {
+                        let node = inner.node(ino.0)?;
+                        let size = sys::stat_fd(h.raw()).ok()?.st_size as u64;
+                        if mode & (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE) != 0 {
+                            let end = (offset + length).min(size);
+                            let data = vec![0; end.saturating_sub(offset) as usize];
+                            Some(LogOp::Write { node, offset, data })
+                        } else {
+                            Some(LogOp::SetLen { node, len: size })
+                        }
+                    });
+                    Ok(())
                 });
                 done.respond(inner, result, |r, ()| {
                     r.ok();
@@ -989,7 +1073,7 @@ impl Filesystem for SlowFs {
         ino_in: INodeNo,
         fh_in: FileHandle,
         offset_in: u64,
-        _ino_out: INodeNo,
+        ino_out: INodeNo,
         fh_out: FileHandle,
         offset_out: u64,
         len: u64,
@@ -1010,7 +1094,7 @@ impl Filesystem for SlowFs {
                     let (src, dst) = (inner.handles.get(fh_in)?, inner.handles.get(fh_out)?);
                     let (mut off_in, mut off_out) = (offset_in as i64, offset_out as i64);
                     // SAFETY: plain syscall on fds we own with valid offset pointers.
-                    cvt(unsafe {
+                    let n = cvt(unsafe {
                         libc::copy_file_range(
                             src.raw(),
                             &mut off_in,
@@ -1019,7 +1103,15 @@ impl Filesystem for SlowFs {
                             len,
                             0,
                         )
-                    })
+                    })?;
+                    inner.record(|| {
+                        Some(LogOp::Write {
+                            node: inner.node(ino_out.0)?,
+                            offset: offset_out,
+                            data: sys::pread(dst.raw(), n as usize, offset_out).ok()?,
+                        })
+                    });
+                    Ok(n)
                 })();
                 done.respond_moved(
                     inner,
@@ -1119,7 +1211,14 @@ impl SlowFs {
             let result = inner.inodes.get(parent).and_then(|dir| {
                 let cname = sys::component(&name)?;
                 // SAFETY: plain syscall with a valid C string.
-                check(unsafe { libc::unlinkat(dir.raw(), cname.as_ptr(), flags) })
+                check(unsafe { libc::unlinkat(dir.raw(), cname.as_ptr(), flags) })?;
+                inner.record(|| {
+                    Some(LogOp::Remove {
+                        dir: dir.key.1,
+                        name: name.to_string_lossy().into_owned(),
+                    })
+                });
+                Ok(())
             });
             done.respond(inner, result, |r, ()| {
                 r.ok();
@@ -1139,7 +1238,16 @@ impl SlowFs {
                     } else {
                         libc::fsync(h.raw())
                     }
-                })
+                })?;
+                inner.record(|| {
+                    let node = inner.node(ino.0)?;
+                    Some(if op == Op::Fsyncdir {
+                        LogOp::FsyncDir { dir: node }
+                    } else {
+                        LogOp::Fsync { node }
+                    })
+                });
+                Ok(())
             });
             done.respond(inner, result, |r, ()| {
                 r.ok();

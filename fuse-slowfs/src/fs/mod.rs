@@ -4,6 +4,7 @@
 mod filesystem;
 mod handles;
 mod inodes;
+mod recorder;
 mod sys;
 
 use std::ffi::OsStr;
@@ -38,6 +39,8 @@ pub struct Inner {
     writeback_wanted: bool,
     /// Whether the kernel granted it.
     writeback: std::sync::atomic::AtomicBool,
+    /// The operation log, on a recording mount.
+    recorder: Option<recorder::Recorder>,
 }
 
 /// The `fuser::Filesystem` handed to the session.
@@ -52,6 +55,7 @@ impl SlowFs {
         backing: &Path,
         plan: Arc<FaultPlan>,
         writeback_cache: bool,
+        record: bool,
     ) -> std::io::Result<SlowFs> {
         let root: OwnedFd = std::fs::File::open(backing)?.into();
         let st = sys::stat_fd(sys::raw(&root)).map_err(errno_to_io)?;
@@ -79,6 +83,7 @@ impl SlowFs {
                 umask,
                 writeback_wanted: writeback_cache,
                 writeback: Default::default(),
+                recorder: record.then(recorder::Recorder::default),
             }),
         })
     }
@@ -93,6 +98,30 @@ impl Inner {
     /// Whether the kernel caches writes (FUSE writeback cache).
     fn writeback(&self) -> bool {
         self.writeback.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The operations recorded so far (empty unless recording).
+    pub fn recorded(&self) -> Vec<fault_inject::durability::LogOp> {
+        self.recorder.as_ref().map(|r| r.ops()).unwrap_or_default()
+    }
+
+    /// Records an operation on a recording mount; `op` runs only then.
+    fn record(&self, op: impl FnOnce() -> Option<fault_inject::durability::LogOp>) {
+        if let Some(recorder) = &self.recorder {
+            if let Some(op) = op() {
+                recorder.push(op);
+            }
+        }
+    }
+
+    /// Whether this mount records operations.
+    fn recording(&self) -> bool {
+        self.recorder.is_some()
+    }
+
+    /// The node id the durability log uses for an inode: its backing inode number.
+    fn node(&self, ino: u64) -> Option<u64> {
+        self.inodes.get(INodeNo(ino)).ok().map(|i| i.key.1)
     }
 
     /// Open file handles right now (for leak checks).

@@ -101,6 +101,19 @@ pub fn pwrite(fd: RawFd, data: &[u8], offset: u64) -> SysResult<usize> {
     Ok(n as usize)
 }
 
+/// Where a `pwrite` of `n` bytes at `offset` really landed: at the end of the file
+/// when the fd is in append mode (Linux ignores the offset then).
+pub fn written_at(fd: RawFd, offset: u64, n: usize) -> u64 {
+    // SAFETY: plain fcntl on a valid fd.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags >= 0 && flags & libc::O_APPEND != 0 {
+        if let Ok(st) = stat_fd(fd) {
+            return (st.st_size as u64).saturating_sub(n as u64);
+        }
+    }
+    offset
+}
+
 /// `readlinkat(fd, "")` on an `O_PATH` fd of a symlink.
 pub fn readlink_fd(fd: RawFd) -> SysResult<Vec<u8>> {
     let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];

@@ -90,7 +90,7 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
         result.crash_points,
         result.states,
         if result.budget_hit {
-            format!(" (the --max-states / sampling budget cut the search; raise --max-states)")
+            " (the --max-states / sampling budget cut the search; raise --max-states)".to_string()
         } else {
             String::new()
         },

@@ -25,6 +25,8 @@ pub enum Defect {
     TouchesBufferAfterCancel,
     /// `atomic_write` skips the directory fsync after the rename.
     SkipsDirFsync,
+    /// `fsync`/`fdatasync` return success without syncing.
+    SkipsFsync,
 }
 
 impl Defect {
@@ -35,6 +37,7 @@ impl Defect {
         Defect::MovesCursorOnReadAt,
         Defect::TouchesBufferAfterCancel,
         Defect::SkipsDirFsync,
+        Defect::SkipsFsync,
     ];
 
     /// The control's engine name.
@@ -45,6 +48,7 @@ impl Defect {
             Defect::MovesCursorOnReadAt => "broken:moves-cursor-on-read-at",
             Defect::TouchesBufferAfterCancel => "broken:touches-buffer-after-cancel",
             Defect::SkipsDirFsync => "broken:skips-dir-fsync",
+            Defect::SkipsFsync => "broken:skips-fsync",
         }
     }
 
@@ -56,6 +60,7 @@ impl Defect {
             Defect::MovesCursorOnReadAt => crate::Suite::Positioned,
             Defect::TouchesBufferAfterCancel => crate::Suite::Cancel,
             Defect::SkipsDirFsync => crate::Suite::AtomicReplace,
+            Defect::SkipsFsync => crate::Suite::Durability,
         }
     }
 }
@@ -177,10 +182,16 @@ impl<F: EngineFile> EngineFile for BrokenFile<F> {
     }
 
     async fn fsync(&self) -> io::Result<()> {
+        if self.defect == Defect::SkipsFsync {
+            return Ok(());
+        }
         self.inner.fsync().await
     }
 
     async fn fdatasync(&self) -> io::Result<()> {
+        if self.defect == Defect::SkipsFsync {
+            return Ok(());
+        }
         self.inner.fdatasync().await
     }
 

@@ -52,9 +52,6 @@ fn the_default_matrix_is_as_expected() {
         "blocking must fail loop-lag"
     );
     for defect in Defect::ALL {
-        if defect.caught_by() == Suite::AtomicReplace {
-            continue; // needs the crash model
-        }
         assert!(
             caught(defect.name(), defect.caught_by().name()),
             "{} not caught",

@@ -5,6 +5,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use fault_inject::durability::{Log, Tree};
 use fault_inject::{parse_rule, FaultSpec};
 use slowfs::{Mount, MountConfig, StatsReport};
 
@@ -12,6 +13,8 @@ use slowfs::{Mount, MountConfig, StatsReport};
 #[derive(Debug)]
 pub struct SlowMount {
     mount: Option<Mount>,
+    /// On a recording mount: the backing tree before any operation.
+    initial: Option<Tree>,
     backing: tempfile::TempDir,
     _mountpoint: tempfile::TempDir,
 }
@@ -19,6 +22,22 @@ pub struct SlowMount {
 impl SlowMount {
     /// Mounts with these rules and seed. Fails (never skips) without /dev/fuse.
     pub fn start(spec: FaultSpec) -> io::Result<SlowMount> {
+        Self::start_with(spec, false)
+    }
+
+    /// Mounts a recording slowfs with no rules: every mutating operation is logged
+    /// for the durability model ([`SlowMount::log`]).
+    pub fn recording(seed: u64) -> io::Result<SlowMount> {
+        Self::start_with(
+            FaultSpec {
+                seed: Some(seed),
+                ..FaultSpec::default()
+            },
+            true,
+        )
+    }
+
+    fn start_with(spec: FaultSpec, record: bool) -> io::Result<SlowMount> {
         if !Path::new("/dev/fuse").exists() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -32,8 +51,15 @@ impl SlowMount {
         let mut config = MountConfig::new(backing.path(), mountpoint.path());
         config.spec = spec;
         config.control = None;
+        config.record = record;
+        let initial = if record {
+            Some(slowfs::explore::scan(backing.path())?)
+        } else {
+            None
+        };
         Ok(SlowMount {
             mount: Some(Mount::start(config)?),
+            initial,
             backing,
             _mountpoint: mountpoint,
         })
@@ -91,6 +117,16 @@ impl SlowMount {
     /// Counters so far.
     pub fn stats(&self) -> StatsReport {
         self.mount().stats()
+    }
+
+    /// What the mount has recorded, over the initial tree: the input of the
+    /// durability model. Empty on a mount that does not record.
+    pub fn log(&self) -> Log {
+        let mut log = Log::new(self.initial.clone().unwrap_or_else(|| Tree::empty(0)));
+        for op in self.mount().recorded() {
+            log.push(op);
+        }
+        log
     }
 
     /// The seed.

@@ -1,6 +1,8 @@
 //! One module per suite.
 
+pub mod atomic_replace;
 pub mod cancel;
+pub mod durability;
 pub mod errors;
 pub mod loop_lag;
 pub mod positioned;

@@ -1,23 +1,85 @@
 //! Recording the mutating operations a mount serves, for the durability model.
+//!
+//! Nodes are named by backing inode number, except that every created node gets
+//! a fresh id: the backing filesystem reuses the inode number of a deleted file,
+//! and the model must not mistake the new file for the old one.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
-use fault_inject::durability::LogOp;
+use fault_inject::durability::{LogOp, NodeId};
+
+/// First id handed to a created node (far above real inode numbers).
+const FRESH: NodeId = 1 << 62;
+
+#[derive(Debug)]
+struct State {
+    ops: Vec<LogOp>,
+    /// Backing inode number -> log id, for nodes created during the recording.
+    ids: HashMap<NodeId, NodeId>,
+    next: NodeId,
+}
 
 /// The log of a recording mount, in the order requests completed.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Recorder {
-    ops: Mutex<Vec<LogOp>>,
+    state: Mutex<State>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder {
+            state: Mutex::new(State {
+                ops: Vec::new(),
+                ids: HashMap::new(),
+                next: FRESH,
+            }),
+        }
+    }
 }
 
 impl Recorder {
-    /// Appends an operation.
-    pub fn push(&self, op: LogOp) {
-        self.ops.lock().unwrap().push(op);
+    /// Appends an operation whose nodes are backing inode numbers.
+    pub fn push(&self, mut op: LogOp) {
+        let mut state = self.state.lock().unwrap();
+        let state = &mut *state;
+        if let LogOp::Create { node, .. } = &mut op {
+            let fresh = state.next;
+            state.next += 1;
+            state.ids.insert(*node, fresh);
+        }
+        let id =
+            |n: &mut NodeId, ids: &HashMap<NodeId, NodeId>| *n = ids.get(n).copied().unwrap_or(*n);
+        match &mut op {
+            LogOp::Write { node, .. } | LogOp::SetLen { node, .. } | LogOp::Fsync { node } => {
+                id(node, &state.ids)
+            }
+            LogOp::Create { dir, node, .. } | LogOp::Link { dir, node, .. } => {
+                id(dir, &state.ids);
+                id(node, &state.ids);
+            }
+            LogOp::Remove { dir, .. } | LogOp::FsyncDir { dir } => id(dir, &state.ids),
+            LogOp::Rename {
+                from_dir,
+                to_dir,
+                node,
+                exchanged,
+                ..
+            } => {
+                id(from_dir, &state.ids);
+                id(to_dir, &state.ids);
+                id(node, &state.ids);
+                if let Some(other) = exchanged {
+                    id(other, &state.ids);
+                }
+            }
+            LogOp::Sync => {}
+        }
+        state.ops.push(op);
     }
 
     /// Everything recorded so far.
     pub fn ops(&self) -> Vec<LogOp> {
-        self.ops.lock().unwrap().clone()
+        self.state.lock().unwrap().ops.clone()
     }
 }

@@ -35,6 +35,10 @@ pub enum Command {
     Rules,
     /// Release every hung request.
     Release,
+    /// Power loss now (strict crash model).
+    Crash,
+    /// What a crash now would lose (strict crash model).
+    Durable,
 }
 
 /// The acknowledgement of a request.
@@ -201,9 +205,13 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
             )
         }
         Command::Set { rule } => match parse_rule(&rule) {
-            Ok(rule) if matches!(rule.action, Action::Crash) => Response::fail(
-                "crash rules need a mount started with a crash model (--crash-model strict)",
-            ),
+            Ok(rule)
+                if matches!(rule.action, Action::Crash) && inner.durability_report().is_none() =>
+            {
+                Response::fail(
+                    "crash rules need a mount started with a crash model (--crash-model strict)",
+                )
+            }
             Ok(rule) => {
                 let text = rule.to_string();
                 let id = inner.plan.add(rule);
@@ -243,6 +251,32 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
                 .collect();
             Response::ok(text, serde_json::Value::Array(data))
         }
+        Command::Crash => {
+            if inner.crash_now() {
+                Response::ok("crashed: the tree is now its durable state; handles opened before fail with EIO", serde_json::Value::Null)
+            } else {
+                Response::fail("this mount has no crash model (start it with --crash-model strict)")
+            }
+        }
+        Command::Durable => match inner.durability_report() {
+            Some(report) => {
+                let mut text = format!(
+                    "{} operation(s) since the mount or last crash; {} not durable",
+                    report.ops,
+                    report.pending.len()
+                );
+                for op in &report.pending {
+                    text.push_str(&format!("\n  pending: {op}"));
+                }
+                for path in &report.at_risk {
+                    text.push_str(&format!("\n  at risk: {path}"));
+                }
+                Response::ok(text, serde_json::to_value(&report).expect("serializes"))
+            }
+            None => {
+                Response::fail("this mount has no crash model (start it with --crash-model strict)")
+            }
+        },
         Command::Release => {
             let released = inner.scheduler.release();
             Response::ok(

@@ -21,10 +21,11 @@
 
 pub mod control;
 pub mod explore;
-mod fs;
+pub(crate) mod fs;
 pub mod mount;
 mod scheduler;
 pub mod stats;
 
-pub use mount::{Mount, MountConfig};
+pub use fs::DurabilityReport;
+pub use mount::{CrashModel, Mount, MountConfig};
 pub use stats::StatsReport;

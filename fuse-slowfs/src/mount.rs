@@ -39,6 +39,32 @@ pub struct MountConfig {
     pub writeback_cache: bool,
     /// Record every mutating operation for the durability model ([`Mount::recorded`]).
     pub record: bool,
+    /// `strict`: crashes (a `crash` rule, [`Mount::crash`]) keep only what is durable.
+    pub crash_model: CrashModel,
+}
+
+/// What a crash keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CrashModel {
+    /// No crash simulation (nothing is recorded; plain runs pay nothing).
+    #[default]
+    None,
+    /// Strict POSIX: only fsynced data and fsynced directory entries survive.
+    Strict,
+}
+
+impl std::str::FromStr for CrashModel {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" => Ok(CrashModel::None),
+            "strict" => Ok(CrashModel::Strict),
+            other => Err(format!(
+                "unknown crash model '{other}' (expected none or strict)"
+            )),
+        }
+    }
 }
 
 impl MountConfig {
@@ -54,6 +80,7 @@ impl MountConfig {
             control: Some(None),
             writeback_cache: true,
             record: false,
+            crash_model: CrashModel::None,
         }
     }
 }
@@ -78,6 +105,7 @@ impl Mount {
             .rules
             .iter()
             .find(|r| matches!(r.action, Action::Crash))
+            .filter(|_| config.crash_model == CrashModel::None)
         {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -91,8 +119,9 @@ impl Mount {
         let fs = SlowFs::new(
             &config.backing,
             plan,
-            config.writeback_cache && !config.record,
+            config.writeback_cache && !config.record && config.crash_model == CrashModel::None,
             config.record,
+            config.crash_model == CrashModel::Strict,
         )?;
         let inner = fs.inner();
 
@@ -156,6 +185,17 @@ impl Mount {
     /// Counters so far.
     pub fn stats(&self) -> StatsReport {
         self.inner.stats.report(self.inner.plan.report())
+    }
+
+    /// Power loss now (strict crash model): the tree becomes its durable state and
+    /// every handle opened before fails with EIO. Returns false without a crash model.
+    pub fn crash(&self) -> bool {
+        self.inner.crash_now()
+    }
+
+    /// What a crash now would lose (strict crash model only).
+    pub fn durability(&self) -> Option<crate::fs::DurabilityReport> {
+        self.inner.durability_report()
     }
 
     /// Releases every hung request; returns how many there were.

@@ -37,7 +37,29 @@ impl SlowMount {
         )
     }
 
+    /// Mounts with the strict crash model: [`SlowMount::crash`] (or a `crash`
+    /// rule) leaves only what was made durable.
+    pub fn strict(seed: u64, rules: &[&str]) -> io::Result<SlowMount> {
+        let mut spec = FaultSpec {
+            seed: Some(seed),
+            ..FaultSpec::default()
+        };
+        for rule in rules {
+            spec.add_rule("fixture", rule)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        }
+        Self::start_config(spec, false, slowfs::CrashModel::Strict)
+    }
+
     fn start_with(spec: FaultSpec, record: bool) -> io::Result<SlowMount> {
+        Self::start_config(spec, record, slowfs::CrashModel::None)
+    }
+
+    fn start_config(
+        spec: FaultSpec,
+        record: bool,
+        crash_model: slowfs::CrashModel,
+    ) -> io::Result<SlowMount> {
         if !Path::new("/dev/fuse").exists() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -52,6 +74,7 @@ impl SlowMount {
         config.spec = spec;
         config.control = None;
         config.record = record;
+        config.crash_model = crash_model;
         let initial = if record {
             Some(slowfs::explore::scan(backing.path())?)
         } else {
@@ -127,6 +150,12 @@ impl SlowMount {
             log.push(op);
         }
         log
+    }
+
+    /// Power loss now (strict crash model): the tree becomes its durable state
+    /// and handles opened before fail with EIO. False without the crash model.
+    pub fn crash(&self) -> bool {
+        self.mount().crash()
     }
 
     /// The seed.

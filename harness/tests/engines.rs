@@ -306,3 +306,32 @@ fn the_lag_probe_reads_zero_when_idle_and_the_stall_under_blocking() {
         assert!(free.max_ms < 150.0, "uring stalled the loop: {free:?}");
     });
 }
+
+#[test]
+fn the_fixture_crashes_to_the_durable_state() {
+    let rt = runtime();
+    let mount = SlowMount::strict(1, &[]).unwrap();
+    let engine = AnyEngine::by_name("threadpool").unwrap();
+    rt.block_on(async {
+        engine
+            .atomic_write(&mount.path("saved"), b"durable".to_vec())
+            .await
+            .unwrap();
+        engine
+            .write_file(&mount.path("unsaved"), b"gone".to_vec())
+            .await
+            .unwrap();
+        let file = engine
+            .open(&mount.path("saved"), &OpenOptions::read())
+            .await
+            .unwrap();
+        assert!(mount.crash());
+        assert_eq!(
+            engine.read_file(&mount.path("saved")).await.unwrap(),
+            b"durable"
+        );
+        assert!(engine.read_file(&mount.path("unsaved")).await.is_err());
+        let (stale, _) = file.read_at(vec![0; 4], 0).await;
+        assert_eq!(stale.unwrap_err().raw_os_error(), Some(libc::EIO));
+    });
+}

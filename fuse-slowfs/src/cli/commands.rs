@@ -38,6 +38,7 @@ fn config(args: &FaultArgs, backing: PathBuf, mountpoint: PathBuf) -> anyhow::Re
     config.allow_other = args.allow_other;
     config.threads = args.threads;
     config.control = Some(args.ctl_socket.clone());
+    config.crash_model = args.crash_model;
     Ok(config)
 }
 
@@ -163,6 +164,8 @@ pub fn ctl(
         CtlAction::Clear { id } => (CtlCommand::Clear { id }, false),
         CtlAction::Rules => (CtlCommand::Rules, false),
         CtlAction::Release => (CtlCommand::Release, false),
+        CtlAction::Crash => (CtlCommand::Crash, false),
+        CtlAction::Durable { json } => (CtlCommand::Durable, json),
     };
     let response = request(&socket, &command)?;
     if !response.ok {

@@ -150,6 +150,15 @@ enum CtlAction {
     Rules,
     /// Release every request held by a `hang` rule.
     Release,
+    /// Power loss now (mounts started with --crash-model strict): the tree becomes
+    /// its durable state; handles opened before fail with EIO.
+    Crash,
+    /// What a crash now would lose: operations not yet durable, paths at risk.
+    Durable {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Where the rules come from, shared by `mount` and `run`.
@@ -180,6 +189,10 @@ struct FaultArgs {
     /// Control socket path (default: /run/slowfs/HASH.sock, found by `slowfs ctl MNT`).
     #[arg(long)]
     ctl_socket: Option<PathBuf>,
+    /// `strict`: record operations so that a crash (a `crash` rule or `slowfs ctl
+    /// MNT crash`) keeps only what was made durable; `none` (default) costs nothing.
+    #[arg(long, default_value = "none")]
+    crash_model: slowfs::CrashModel,
 }
 
 /// Runs a parsed command line.

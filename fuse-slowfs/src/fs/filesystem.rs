@@ -107,7 +107,9 @@ impl Inner {
     /// Whether reads and writes of this file must bypass the page cache, so that
     /// every one reaches the rules and short counts reach the caller.
     fn open_flags(&self, path: &str) -> FopenFlags {
-        if self.plan.touches_data_path(path) {
+        // Under the crash model every byte must reach the log and come back from
+        // the (possibly crashed) backing tree, so nothing is cached.
+        if self.crash.is_some() || self.plan.touches_data_path(path) {
             FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
         } else {
             // Cached pages survive reopening; FUSE_AUTO_INVAL_DATA drops them when the

@@ -23,6 +23,8 @@ pub struct Handle {
     pub fd: OwnedFd,
     /// For directories: the listing being read.
     pub listing: Mutex<Listing>,
+    /// Opened before a crash: every operation on it fails with EIO.
+    pub stale: std::sync::atomic::AtomicBool,
 }
 
 impl Handle {
@@ -46,6 +48,7 @@ impl Handles {
         let handle = Arc::new(Handle {
             fd,
             listing: Mutex::default(),
+            stale: Default::default(),
         });
         self.map.lock().unwrap().insert(fh, handle);
         FileHandle(fh)
@@ -53,12 +56,24 @@ impl Handles {
 
     /// The handle for a number the kernel gave back.
     pub fn get(&self, fh: FileHandle) -> Result<Arc<Handle>, Errno> {
-        self.map
+        let handle = self
+            .map
             .lock()
             .unwrap()
             .get(&fh.0)
             .cloned()
-            .ok_or(Errno::EBADF)
+            .ok_or(Errno::EBADF)?;
+        if handle.stale.load(Ordering::SeqCst) {
+            return Err(Errno::EIO);
+        }
+        Ok(handle)
+    }
+
+    /// Marks every open handle stale (a crash happened).
+    pub fn stale_all(&self) {
+        for handle in self.map.lock().unwrap().values() {
+            handle.stale.store(true, Ordering::SeqCst);
+        }
     }
 
     /// Removes a handle; its fd closes when the last in-flight request using it ends.

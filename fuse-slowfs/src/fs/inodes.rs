@@ -189,6 +189,15 @@ impl Inodes {
         }
     }
 
+    /// Forgets every inode but the root (after a crash replaced the tree): the
+    /// kernel's old inode numbers get ESTALE, fresh lookups get new inodes.
+    pub fn reset_to_root(&self) {
+        let mut table = self.table.lock().unwrap();
+        table.entries.retain(|&ino, _| ino == ROOT);
+        let root_key = table.entries[&ROOT].inode.key;
+        table.by_key.retain(|key, _| *key == root_key);
+    }
+
     /// How many inodes the kernel currently holds.
     pub fn len(&self) -> usize {
         self.table.lock().unwrap().entries.len()

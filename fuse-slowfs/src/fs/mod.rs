@@ -1,6 +1,7 @@
 //! The filesystem: a passthrough over a backing directory that asks the fault plan
 //! about every request before doing it.
 
+mod crash;
 mod filesystem;
 mod handles;
 mod inodes;
@@ -18,6 +19,7 @@ use fuser::{Errno, FileAttr, FileType, INodeNo};
 
 use crate::scheduler::Scheduler;
 use crate::stats::{Outcome, Stats};
+pub use crash::DurabilityReport;
 use handles::Handles;
 use inodes::Inodes;
 
@@ -41,6 +43,8 @@ pub struct Inner {
     writeback: std::sync::atomic::AtomicBool,
     /// The operation log, on a recording mount.
     recorder: Option<recorder::Recorder>,
+    /// With the strict crash model: the durable tree the log starts from.
+    crash: Option<crash::CrashState>,
 }
 
 /// The `fuser::Filesystem` handed to the session.
@@ -56,6 +60,7 @@ impl SlowFs {
         plan: Arc<FaultPlan>,
         writeback_cache: bool,
         record: bool,
+        crash_model: bool,
     ) -> std::io::Result<SlowFs> {
         let root: OwnedFd = std::fs::File::open(backing)?.into();
         let st = sys::stat_fd(sys::raw(&root)).map_err(errno_to_io)?;
@@ -83,7 +88,12 @@ impl SlowFs {
                 umask,
                 writeback_wanted: writeback_cache,
                 writeback: Default::default(),
-                recorder: record.then(recorder::Recorder::default),
+                recorder: (record || crash_model).then(recorder::Recorder::default),
+                crash: if crash_model {
+                    Some(crash::CrashState::new(backing)?)
+                } else {
+                    None
+                },
             }),
         })
     }
@@ -155,7 +165,11 @@ impl Inner {
     /// How long the kernel may cache names and attributes: not at all while a rule
     /// wants to see lookups or getattrs, else one second.
     fn ttl(&self) -> Duration {
-        if self.plan.matches_op(Op::Lookup) || self.plan.matches_op(Op::Getattr) {
+        // After a crash the tree changes under the kernel's caches: never cache.
+        if self.crash.is_some()
+            || self.plan.matches_op(Op::Lookup)
+            || self.plan.matches_op(Op::Getattr)
+        {
             Duration::ZERO
         } else {
             Duration::from_secs(1)
@@ -180,6 +194,12 @@ impl Inner {
             arrived: Instant::now(),
             faulted: !verdict.is_clean(),
         };
+        if verdict.crash {
+            // Power loss at this request: it never happens, and nothing after it sees
+            // anything but the durable state.
+            self.crash_now();
+            return done.respond(self, Err::<(), _>(Errno::EIO), |_, ()| {});
+        }
         let error = verdict.error.map(Errno::from_i32);
         let short = verdict.short_to;
         let finish = move |inner: &Arc<Inner>, data: &[u8]| match error {

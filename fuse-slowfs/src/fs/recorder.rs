@@ -78,6 +78,13 @@ impl Recorder {
         state.ops.push(op);
     }
 
+    /// Starts over (after a crash, the durable state is the new beginning).
+    pub fn clear(&self) {
+        let mut state = self.state.lock().unwrap();
+        state.ops.clear();
+        state.ids.clear();
+    }
+
     /// Everything recorded so far.
     pub fn ops(&self) -> Vec<LogOp> {
         self.state.lock().unwrap().ops.clone()

@@ -22,7 +22,8 @@ pub struct Expectation {
     pub engine: String,
     /// The suite.
     pub suite: String,
-    /// The status the cell is expected to have (`fail`, `unsupported`, `pass`).
+    /// The status the cell is expected to have (`fail`, `unsupported`, `pass`), or
+    /// several separated by `|` for a finding that depends on timing.
     pub status: String,
     /// Why (and a link to the library's issue, if any).
     pub why: String,

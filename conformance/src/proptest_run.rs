@@ -21,7 +21,7 @@ where
     let config = Config {
         cases,
         failure_persistence: None,
-        max_shrink_iters: 256,
+        max_shrink_iters: 64,
         ..Config::default()
     };
     let mut runner = TestRunner::new_with_rng(

@@ -251,6 +251,23 @@ pub trait Engine: Send + Sync + 'static {
         0
     }
 
+    /// Whether the engine has an operation (`read_at`, `write_at`, `read_many`,
+    /// `fsync`, `cancel`, ...; `positioned`: read_at/write_at are real positioned
+    /// I/O, not seek + read/write). Suites that need a missing one report
+    /// "unsupported" instead of failing.
+    fn supports(&self, _op: &str) -> bool {
+        true
+    }
+
+    /// For engines that run their own event loop (out-of-process drivers): the
+    /// loop's lag since the last reset, measured by its own heartbeat.
+    fn own_loop_lag(
+        &self,
+        _reset: bool,
+    ) -> impl Future<Output = Option<crate::lag::LagReport>> + Send {
+        async { None }
+    }
+
     /// Reads a whole file.
     fn read_file(&self, path: &Path) -> impl Future<Output = io::Result<Vec<u8>>> + Send {
         let path = path.to_path_buf();

@@ -20,6 +20,10 @@ const STATES_PER_POINT: usize = 64;
 
 /// Runs the suite.
 pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
+    if let Err(unsupported) = super::require(&*engine, &["write_at", "fsync", "rename", "sync_dir"])
+    {
+        return unsupported;
+    }
     let mount = match SlowMount::recording(config.seed) {
         Ok(m) => m,
         Err(e) => {

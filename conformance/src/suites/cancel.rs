@@ -63,6 +63,9 @@ fn fds() -> Vec<String> {
 
 /// Runs the suite.
 pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
+    if let Err(unsupported) = super::require(&*engine, &["read_at", "write_at", "cancel"]) {
+        return unsupported;
+    }
     let mount = match mount(config, &[]) {
         Ok(m) => m,
         Err(outcome) => return outcome,

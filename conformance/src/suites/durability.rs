@@ -36,6 +36,9 @@ fn step() -> impl Strategy<Value = Step> {
 
 /// Runs the suite.
 pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
+    if let Err(unsupported) = super::require(&*engine, &["write_at", "fsync", "fdatasync"]) {
+        return unsupported;
+    }
     let mount = match SlowMount::recording(config.seed) {
         Ok(m) => m,
         Err(e) => {

@@ -20,6 +20,9 @@ const ERRNOS: [(&str, i32); 3] = [
 
 /// Runs the suite.
 pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
+    if let Err(unsupported) = super::require(&*engine, &["read_at", "write_at", "fsync"]) {
+        return unsupported;
+    }
     let mut rules: Vec<String> = ERRNOS
         .iter()
         .flat_map(|(name, _)| {

@@ -17,6 +17,9 @@ const RUN_FOR: Duration = Duration::from_millis(1200);
 
 /// Runs the suite.
 pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
+    if let Err(unsupported) = super::require(&*engine, &["read", "fsync"]) {
+        return unsupported;
+    }
     let delay = format!("* delay={}ms", config.op_delay_ms);
     let mount = match mount(config, &[&delay, "fsync,fdatasync delay=250ms"]) {
         Ok(m) => m,
@@ -36,6 +39,9 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
         let probe = LagProbe::start();
         let deadline = Instant::now() + RUN_FOR;
         let mut tasks = tokio::task::JoinSet::new();
+        let positioned = engine.supports("read_at") && engine.supports("write_at");
+        // An out-of-process engine measures its own loop; start its window now.
+        let _ = engine.own_loop_lag(true).await;
         for task in 0..TASKS {
             let engine = Arc::clone(&engine);
             let path = mount.path(&format!("lag-{task}"));
@@ -46,10 +52,16 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
                 let mut round = 0u64;
                 while Instant::now() < deadline {
                     let offset = (round * 4096) % (60 << 10);
-                    let (r, _) = file.read_at(vec![0; 4096], offset).await;
-                    r?;
-                    let (w, _) = file.write_at(vec![round as u8; 4096], offset).await;
-                    w?;
+                    if positioned {
+                        let (r, _) = file.read_at(vec![0; 4096], offset).await;
+                        r?;
+                        let (w, _) = file.write_at(vec![round as u8; 4096], offset).await;
+                        w?;
+                    } else {
+                        // Engines without positioned I/O (aiofiles): cursor reads.
+                        let (r, _) = file.read(vec![0; 4096]).await;
+                        r?;
+                    }
                     if round % 4 == 3 {
                         file.fsync().await?;
                     }
@@ -67,7 +79,8 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
         }
         // One more tick, so a heartbeat starved until now records how late it is.
         tokio::time::sleep(Duration::from_millis(5)).await;
-        Ok((probe.stop(), rounds))
+        let local = probe.stop();
+        Ok((engine.own_loop_lag(false).await.unwrap_or(local), rounds))
     });
     let (lag, rounds) = match result {
         Ok(r) => r,

@@ -45,3 +45,22 @@ pub(crate) fn ensure(condition: bool, message: impl FnOnce() -> String) -> Resul
         Err(message())
     }
 }
+
+/// `Err(unsupported)` when the engine lacks an operation the suite needs.
+pub(crate) fn require<E: harness::Engine>(engine: &E, ops: &[&str]) -> Result<(), Outcome> {
+    let missing: Vec<&str> = ops
+        .iter()
+        .copied()
+        .filter(|op| !engine.supports(op))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(outcome(
+            Verdict::Unsupported {
+                reason: format!("the engine has no {}", missing.join(", ")),
+            },
+            0,
+        ))
+    }
+}

@@ -149,6 +149,20 @@ impl SpreadOffset for (u64, usize, u8) {
 
 /// Runs the suite.
 pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
+    if let Err(unsupported) = super::require(
+        &*engine,
+        &[
+            "positioned",
+            "read_at",
+            "write_at",
+            "read_many",
+            "write_many",
+            "read",
+            "set_len",
+        ],
+    ) {
+        return unsupported;
+    }
     let mount = match mount(
         config,
         &[

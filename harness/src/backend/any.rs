@@ -4,6 +4,7 @@ use std::io;
 use std::path::Path;
 
 use super::blocking::{BlockingEngine, BlockingFile};
+use super::external::{ExternalEngine, ExternalFile};
 use super::threadpool::{PoolFile, ThreadPoolEngine};
 use super::tokio_fs::{TokioFile, TokioFsEngine};
 use super::uring::{UringConfig, UringEngine, UringFile};
@@ -23,6 +24,8 @@ pub enum AnyEngine {
     TokioFs(std::sync::Arc<TokioFsEngine>),
     /// Syscalls on the runtime thread (the negative control).
     Blocking(std::sync::Arc<BlockingEngine>),
+    /// A driver in another process (`cmd:COMMAND`).
+    External(ExternalEngine),
 }
 
 impl AnyEngine {
@@ -33,6 +36,9 @@ impl AnyEngine {
             "threadpool" => Ok(AnyEngine::ThreadPool(ThreadPoolEngine::default())),
             "tokio-fs" => Ok(AnyEngine::TokioFs(Default::default())),
             "blocking" => Ok(AnyEngine::Blocking(Default::default())),
+            cmd if cmd.starts_with("cmd:") => {
+                Ok(AnyEngine::External(ExternalEngine::start(&cmd[4..])?))
+            }
             other => Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -55,6 +61,8 @@ pub enum AnyFile {
     TokioFs(TokioFile),
     /// Blocking.
     Blocking(BlockingFile),
+    /// External driver.
+    External(ExternalFile),
 }
 
 macro_rules! each_file {
@@ -64,6 +72,7 @@ macro_rules! each_file {
             AnyFile::ThreadPool($f) => $body,
             AnyFile::TokioFs($f) => $body,
             AnyFile::Blocking($f) => $body,
+            AnyFile::External($f) => $body,
         }
     };
 }
@@ -75,6 +84,7 @@ macro_rules! each_engine {
             AnyEngine::ThreadPool($e) => $body,
             AnyEngine::TokioFs($e) => $body,
             AnyEngine::Blocking($e) => $body,
+            AnyEngine::External($e) => $body,
         }
     };
 }
@@ -134,6 +144,7 @@ impl Engine for AnyEngine {
             AnyEngine::ThreadPool(e) => AnyFile::ThreadPool(e.open(path, options).await?),
             AnyEngine::TokioFs(e) => AnyFile::TokioFs(e.open(path, options).await?),
             AnyEngine::Blocking(e) => AnyFile::Blocking(e.open(path, options).await?),
+            AnyEngine::External(e) => AnyFile::External(e.open(path, options).await?),
         })
     }
 
@@ -159,5 +170,13 @@ impl Engine for AnyEngine {
 
     fn in_flight(&self) -> usize {
         each_engine!(self, e => e.in_flight())
+    }
+
+    fn supports(&self, op: &str) -> bool {
+        each_engine!(self, e => e.supports(op))
+    }
+
+    async fn own_loop_lag(&self, reset: bool) -> Option<crate::lag::LagReport> {
+        each_engine!(self, e => e.own_loop_lag(reset).await)
     }
 }

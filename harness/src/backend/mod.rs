@@ -2,6 +2,7 @@
 
 mod any;
 pub mod blocking;
+pub mod external;
 pub mod threadpool;
 pub mod tokio_fs;
 pub mod uring;

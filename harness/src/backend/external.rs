@@ -1,0 +1,450 @@
+//! `cmd:COMMAND`: an engine in another process (any language), spoken to over the
+//! driver protocol (`docs/driver-protocol.md`): JSON lines on the driver's stdin and
+//! stdout, a versioned handshake declaring capabilities, ids on every request,
+//! `cancel` for dropped operations, and the driver's own event-loop lag.
+//!
+//! A driver cannot hang the runner: every request has a timeout, and a driver that
+//! exits or prints something that is not a protocol line fails every pending and
+//! later request with what it printed on stderr.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+use crate::engine::{BufResult, Engine, EngineFile, Metadata, OpenOptions};
+use crate::lag::LagReport;
+
+/// The protocol version this runner speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+/// Longest a request may take before the runner gives up on it (30 s, or
+/// `SLOWFS_DRIVER_TIMEOUT_MS`).
+pub fn request_timeout() -> Duration {
+    std::env::var("SLOWFS_DRIVER_TIMEOUT_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(Duration::from_secs(30), Duration::from_millis)
+}
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, io::Error>>>>>;
+
+#[derive(Debug)]
+struct Driver {
+    name: String,
+    capabilities: HashSet<String>,
+    /// Whether read_at/write_at are true positioned I/O (not seek + read/write).
+    positioned: bool,
+    stdin: Mutex<ChildStdin>,
+    child: Mutex<Child>,
+    pending: Pending,
+    dead: Arc<Mutex<Option<String>>>,
+    next: AtomicU64,
+    stderr: tempfile::NamedTempFile,
+}
+
+/// An out-of-process engine.
+#[derive(Debug, Clone)]
+pub struct ExternalEngine {
+    driver: Arc<Driver>,
+}
+
+fn stderr_tail(file: &tempfile::NamedTempFile) -> String {
+    let text = std::fs::read_to_string(file.path()).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+impl ExternalEngine {
+    /// Starts `command` (run by `sh -c`) and reads its handshake.
+    pub fn start(command: &str) -> io::Result<ExternalEngine> {
+        let stderr = tempfile::NamedTempFile::new()?;
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr.reopen()?)
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot start driver `{command}`: {e}"))
+            })?;
+        let stdin = child.stdin.take().expect("piped");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let mut hello = String::new();
+        stdout.read_line(&mut hello)?;
+        let bad = |why: String| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "driver `{command}` {why}; its stderr:\n{}",
+                    stderr_tail(&stderr)
+                ),
+            )
+        };
+        let hello: Value = serde_json::from_str(hello.trim()).map_err(|_| {
+            bad(format!(
+                "did not start with a handshake line (got {:?})",
+                hello.trim()
+            ))
+        })?;
+        if hello["hello"] != "slowfs-driver" {
+            return Err(bad(format!("sent {hello} instead of a handshake")));
+        }
+        if hello["version"] != PROTOCOL_VERSION {
+            return Err(bad(format!(
+                "speaks protocol version {} (this runner speaks {PROTOCOL_VERSION})",
+                hello["version"]
+            )));
+        }
+        let capabilities = hello["capabilities"]
+            .as_array()
+            .map(|caps| {
+                caps.iter()
+                    .filter_map(|c| c.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let name = hello["engine"].as_str().unwrap_or("external").to_string();
+        let positioned = hello["positioned"].as_bool().unwrap_or(true);
+        let pending: Pending = Arc::default();
+        let dead = Arc::new(Mutex::new(None));
+        {
+            let (pending, dead) = (Arc::clone(&pending), Arc::clone(&dead));
+            std::thread::Builder::new()
+                .name("driver-reader".into())
+                .spawn(move || read_responses(stdout, pending, dead))?;
+        }
+        Ok(ExternalEngine {
+            driver: Arc::new(Driver {
+                name,
+                capabilities,
+                positioned,
+                stdin: Mutex::new(stdin),
+                child: Mutex::new(child),
+                pending,
+                dead,
+                next: AtomicU64::new(1),
+                stderr,
+            }),
+        })
+    }
+
+    async fn call(&self, op: &str, mut args: Value) -> io::Result<Value> {
+        let driver = &self.driver;
+        if let Some(why) = driver.dead.lock().unwrap().clone() {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                format!("{why}\n{}", stderr_tail(&driver.stderr)),
+            ));
+        }
+        let id = driver.next.fetch_add(1, Ordering::Relaxed);
+        args["id"] = json!(id);
+        args["op"] = json!(op);
+        let (tx, rx) = oneshot::channel();
+        driver.pending.lock().unwrap().insert(id, tx);
+        let mut line = args.to_string();
+        line.push('\n');
+        if let Err(e) = driver.stdin.lock().unwrap().write_all(line.as_bytes()) {
+            driver.pending.lock().unwrap().remove(&id);
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "writing to the driver: {e}\n{}",
+                    stderr_tail(&driver.stderr)
+                ),
+            ));
+        }
+        let guard = CancelOnDrop {
+            driver: Arc::clone(driver),
+            id,
+            armed: true,
+        };
+        let timeout = request_timeout();
+        let result = tokio::time::timeout(timeout, rx).await;
+        let mut guard = guard;
+        guard.armed = false;
+        match result {
+            Ok(Ok(result)) => result.map_err(|e| {
+                if e.kind() == io::ErrorKind::BrokenPipe {
+                    io::Error::new(
+                        e.kind(),
+                        format!("{e}; driver stderr:\n{}", stderr_tail(&driver.stderr)),
+                    )
+                } else {
+                    e
+                }
+            }),
+            Ok(Err(_)) => Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                format!("driver died\n{}", stderr_tail(&driver.stderr)),
+            )),
+            Err(_) => {
+                driver.pending.lock().unwrap().remove(&id);
+                driver.send_cancel(id);
+                Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("driver did not answer `{op}` in {timeout:?}"),
+                ))
+            }
+        }
+    }
+}
+
+impl Driver {
+    fn send_cancel(&self, id: u64) {
+        let line = format!("{}\n", json!({ "cancel": id }));
+        let _ = self.stdin.lock().unwrap().write_all(line.as_bytes());
+    }
+}
+
+/// Sends `cancel` when the caller drops an operation before its answer.
+struct CancelOnDrop {
+    driver: Arc<Driver>,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            // Keep the pending entry: the op is in flight in the driver until it
+            // answers (cancelled or done), which keeps in_flight() honest.
+            self.driver.send_cancel(self.id);
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if let Ok(mut child) = self.child.lock() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn read_responses(
+    stdout: BufReader<std::process::ChildStdout>,
+    pending: Pending,
+    dead: Arc<Mutex<Option<String>>>,
+) {
+    let fail_all = |why: String| {
+        *dead.lock().unwrap() = Some(why.clone());
+        for (_, tx) in pending.lock().unwrap().drain() {
+            let _ = tx.send(Err(io::Error::new(io::ErrorKind::BrokenPipe, why.clone())));
+        }
+    };
+    for line in stdout.lines() {
+        let Ok(line) = line else { break };
+        let Ok(message) = serde_json::from_str::<Value>(&line) else {
+            fail_all(format!(
+                "driver printed a line that is not protocol JSON: {line:?}"
+            ));
+            return;
+        };
+        let Some(id) = message["id"].as_u64() else {
+            fail_all(format!("driver sent a message without an id: {line}"));
+            return;
+        };
+        let Some(tx) = pending.lock().unwrap().remove(&id) else {
+            continue;
+        };
+        let result = if message.get("ok").is_some() {
+            Ok(message["ok"].clone())
+        } else {
+            let errno = message["errno"].as_i64().unwrap_or(0) as i32;
+            let text = message["message"].as_str().unwrap_or("").to_string();
+            Err(if errno > 0 {
+                io::Error::from_raw_os_error(errno)
+            } else if message["err"] == "unsupported" {
+                io::Error::new(io::ErrorKind::Unsupported, text)
+            } else if message["err"] == "cancelled" {
+                io::Error::new(io::ErrorKind::Interrupted, "cancelled")
+            } else {
+                io::Error::other(format!("{}: {text}", message["err"]))
+            })
+        };
+        let _ = tx.send(result);
+    }
+    fail_all("driver exited".into());
+}
+
+fn data_of(value: &Value) -> Vec<u8> {
+    value["data"]
+        .as_str()
+        .and_then(|d| STANDARD.decode(d).ok())
+        .unwrap_or_default()
+}
+
+/// A file open in a driver.
+#[derive(Debug)]
+pub struct ExternalFile {
+    engine: ExternalEngine,
+    handle: u64,
+}
+
+impl EngineFile for ExternalFile {
+    async fn read_at(&self, mut buf: Vec<u8>, offset: u64) -> BufResult {
+        let result = self
+            .engine
+            .call(
+                "read_at",
+                json!({ "file": self.handle, "offset": offset, "len": buf.len() }),
+            )
+            .await
+            .map(|v| {
+                let data = data_of(&v);
+                let n = data.len().min(buf.len());
+                buf[..n].copy_from_slice(&data[..n]);
+                data.len()
+            });
+        (result, buf)
+    }
+
+    async fn read(&self, mut buf: Vec<u8>) -> BufResult {
+        let result = self
+            .engine
+            .call("read", json!({ "file": self.handle, "len": buf.len() }))
+            .await
+            .map(|v| {
+                let data = data_of(&v);
+                let n = data.len().min(buf.len());
+                buf[..n].copy_from_slice(&data[..n]);
+                data.len()
+            });
+        (result, buf)
+    }
+
+    async fn write_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
+        let result = self
+            .engine
+            .call(
+                "write_at",
+                json!({ "file": self.handle, "offset": offset, "data": STANDARD.encode(&buf) }),
+            )
+            .await
+            .map(|v| v["n"].as_u64().unwrap_or(0) as usize);
+        (result, buf)
+    }
+
+    async fn fsync(&self) -> io::Result<()> {
+        self.engine
+            .call("fsync", json!({ "file": self.handle }))
+            .await
+            .map(drop)
+    }
+
+    async fn fdatasync(&self) -> io::Result<()> {
+        self.engine
+            .call("fdatasync", json!({ "file": self.handle }))
+            .await
+            .map(drop)
+    }
+
+    async fn set_len(&self, len: u64) -> io::Result<()> {
+        self.engine
+            .call("set_len", json!({ "file": self.handle, "len": len }))
+            .await
+            .map(drop)
+    }
+
+    async fn metadata(&self) -> io::Result<Metadata> {
+        let v = self
+            .engine
+            .call("metadata", json!({ "file": self.handle }))
+            .await?;
+        Ok(Metadata {
+            len: v["len"].as_u64().unwrap_or(0),
+        })
+    }
+
+    async fn close(self) -> io::Result<()> {
+        self.engine
+            .call("close", json!({ "file": self.handle }))
+            .await
+            .map(drop)
+    }
+}
+
+impl Engine for ExternalEngine {
+    type File = ExternalFile;
+
+    fn name(&self) -> &str {
+        &self.driver.name
+    }
+
+    async fn open(&self, path: &Path, options: &OpenOptions) -> io::Result<ExternalFile> {
+        let v = self
+            .call(
+                "open",
+                json!({
+                    "path": path,
+                    "read": options.read, "write": options.write, "create": options.create,
+                    "truncate": options.truncate, "append": options.append, "create_new": options.create_new,
+                }),
+            )
+            .await?;
+        Ok(ExternalFile {
+            engine: self.clone(),
+            handle: v["file"].as_u64().unwrap_or(0),
+        })
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.call("rename", json!({ "from": from, "to": to }))
+            .await
+            .map(drop)
+    }
+
+    async fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.call("remove_file", json!({ "path": path }))
+            .await
+            .map(drop)
+    }
+
+    async fn create_dir(&self, path: &Path) -> io::Result<()> {
+        self.call("create_dir", json!({ "path": path }))
+            .await
+            .map(drop)
+    }
+
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        self.call("sync_dir", json!({ "path": path }))
+            .await
+            .map(drop)
+    }
+
+    async fn copy(&self, from: &Path, to: &Path) -> io::Result<u64> {
+        let v = self.call("copy", json!({ "from": from, "to": to })).await?;
+        Ok(v["n"].as_u64().unwrap_or(0))
+    }
+
+    fn in_flight(&self) -> usize {
+        self.driver.pending.lock().unwrap().len()
+    }
+
+    fn supports(&self, op: &str) -> bool {
+        match op {
+            "positioned" => self.driver.positioned,
+            op => self.driver.capabilities.contains(op),
+        }
+    }
+
+    async fn own_loop_lag(&self, reset: bool) -> Option<LagReport> {
+        let v = self.call("lag", json!({ "reset": reset })).await.ok()?;
+        Some(LagReport {
+            samples: v["samples"].as_u64().unwrap_or(0),
+            p50_ms: v["p50_ms"].as_f64().unwrap_or(0.0),
+            p99_ms: v["p99_ms"].as_f64().unwrap_or(0.0),
+            max_ms: v["max_ms"].as_f64().unwrap_or(0.0),
+        })
+    }
+}

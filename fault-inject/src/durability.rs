@@ -42,6 +42,17 @@ pub enum NodeKind {
     Symlink(String),
 }
 
+impl NodeKind {
+    /// A node of this kind with no content yet.
+    pub fn fresh(&self) -> Node {
+        match self {
+            NodeKind::File => Node::File(Vec::new()),
+            NodeKind::Dir => Node::Dir(BTreeMap::new()),
+            NodeKind::Symlink(target) => Node::Symlink(target.clone()),
+        }
+    }
+}
+
 /// One mutating operation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum LogOp {
@@ -239,11 +250,7 @@ impl Tree {
                 node,
                 kind,
             } => {
-                let fresh = match kind {
-                    NodeKind::File => Node::File(Vec::new()),
-                    NodeKind::Dir => Node::Dir(BTreeMap::new()),
-                    NodeKind::Symlink(target) => Node::Symlink(target.clone()),
-                };
+                let fresh = kind.fresh();
                 if self.dir_mut(*dir).is_some() {
                     // A node that already has content here got it from a later fsync
                     // (made durable before this entry): creating it must not empty it.
@@ -403,11 +410,7 @@ impl Log {
             if let LogOp::Create { node, kind, .. } = op {
                 // The node exists from now on, with no durable content of its own
                 // yet; it is reachable only through durable (or kept) entries.
-                durable.nodes.entry(*node).or_insert_with(|| match kind {
-                    NodeKind::File => Node::File(Vec::new()),
-                    NodeKind::Dir => Node::Dir(BTreeMap::new()),
-                    NodeKind::Symlink(target) => Node::Symlink(target.clone()),
-                });
+                durable.nodes.entry(*node).or_insert_with(|| kind.fresh());
             }
             match op {
                 LogOp::Fsync { node } => {

@@ -9,6 +9,19 @@ use fault_inject::durability::{Log, Tree};
 use fault_inject::{parse_rule, FaultSpec};
 use slowfs::{Mount, MountConfig, StatsReport};
 
+/// A fault spec from rule strings and a seed.
+fn spec(seed: u64, rules: &[&str]) -> io::Result<FaultSpec> {
+    let mut spec = FaultSpec {
+        seed: Some(seed),
+        ..FaultSpec::default()
+    };
+    for rule in rules {
+        spec.add_rule("fixture", rule)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    }
+    Ok(spec)
+}
+
 /// A mounted slowfs over a fresh temporary directory.
 #[derive(Debug)]
 pub struct SlowMount {
@@ -40,14 +53,7 @@ impl SlowMount {
     /// Mounts with the strict crash model: [`SlowMount::crash`] (or a `crash`
     /// rule) leaves only what was made durable.
     pub fn strict(seed: u64, rules: &[&str]) -> io::Result<SlowMount> {
-        let mut spec = FaultSpec {
-            seed: Some(seed),
-            ..FaultSpec::default()
-        };
-        for rule in rules {
-            spec.add_rule("fixture", rule)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        }
+        let spec = spec(seed, rules)?;
         Self::start_config(spec, false, slowfs::CrashModel::Strict)
     }
 
@@ -90,14 +96,7 @@ impl SlowMount {
 
     /// Mounts with rule strings and a fixed seed.
     pub fn with_rules(seed: u64, rules: &[&str]) -> io::Result<SlowMount> {
-        let mut spec = FaultSpec {
-            seed: Some(seed),
-            ..FaultSpec::default()
-        };
-        for rule in rules {
-            spec.add_rule("fixture", rule)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        }
+        let spec = spec(seed, rules)?;
         Self::start(spec)
     }
 

@@ -13,7 +13,7 @@ use harness::Engine;
 
 use super::ensure;
 use crate::proptest_run::check;
-use crate::{outcome, Outcome, SuiteConfig, Verdict};
+use crate::{Outcome, SuiteConfig};
 
 const SECTOR: u64 = 4096;
 const STATES_PER_POINT: usize = 64;
@@ -24,17 +24,9 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
     {
         return unsupported;
     }
-    let mount = match SlowMount::recording(config.seed) {
+    let mount = match super::recording_mount(config) {
         Ok(m) => m,
-        Err(e) => {
-            return outcome(
-                Verdict::Fail {
-                    reason: format!("cannot mount slowfs: {e}"),
-                    trace: String::new(),
-                },
-                0,
-            )
-        }
+        Err(outcome) => return outcome,
     };
     let rt = crate::runtime();
     let n = AtomicU64::new(0);

@@ -13,7 +13,7 @@ use proptest::prelude::*;
 use super::ensure;
 use crate::model::SparseFile;
 use crate::proptest_run::check;
-use crate::{outcome, Outcome, SuiteConfig, Verdict};
+use crate::{Outcome, SuiteConfig};
 
 /// One step of a case.
 #[derive(Debug, Clone)]
@@ -39,17 +39,9 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
     if let Err(unsupported) = super::require(&*engine, &["write_at", "fsync", "fdatasync"]) {
         return unsupported;
     }
-    let mount = match SlowMount::recording(config.seed) {
+    let mount = match super::recording_mount(config) {
         Ok(m) => m,
-        Err(e) => {
-            return outcome(
-                Verdict::Fail {
-                    reason: format!("cannot mount slowfs: {e}"),
-                    trace: String::new(),
-                },
-                0,
-            )
-        }
+        Err(outcome) => return outcome,
     };
     let rt = crate::runtime();
     let n = AtomicU64::new(0);

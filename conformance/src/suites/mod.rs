@@ -37,6 +37,19 @@ pub(crate) fn mount(config: &SuiteConfig, rules: &[&str]) -> Result<SlowMount, O
     SlowMount::start(spec).map_err(|e| fail(e.to_string()))
 }
 
+/// Mounts a recording slowfs (for the suites that ask the durability model).
+pub(crate) fn recording_mount(config: &SuiteConfig) -> Result<SlowMount, Outcome> {
+    SlowMount::recording(config.seed).map_err(|e| {
+        outcome(
+            Verdict::Fail {
+                reason: format!("cannot mount slowfs: {e}"),
+                trace: String::new(),
+            },
+            0,
+        )
+    })
+}
+
 /// `Err(message)` unless `condition`.
 pub(crate) fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
     if condition {

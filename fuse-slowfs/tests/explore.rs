@@ -7,7 +7,7 @@ use std::process::Command;
 const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/export");
 
 /// Runs explore on a fresh backing dir holding the old export; returns (exit code, stdout).
-fn explore(check: &str, workload: &[&str], torn: bool) -> (i32, String) {
+fn explore(check: &str, workload: &[&str], torn: bool, logs: &Path) -> (i32, String) {
     let backing = tempfile::tempdir().unwrap();
     std::fs::write(backing.path().join("config.json"), vec![b'o'; 6000]).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_slowfs"));
@@ -15,7 +15,9 @@ fn explore(check: &str, workload: &[&str], torn: bool) -> (i32, String) {
         .arg("--backing")
         .arg(backing.path())
         .arg("--check")
-        .arg(check);
+        .arg(check)
+        .arg("--log-dir")
+        .arg(logs);
     if torn {
         cmd.arg("--torn");
     }
@@ -42,6 +44,7 @@ fn sh(name: &str) -> String {
 
 #[test]
 fn shell_exports_are_told_apart() {
+    let logs = tempfile::tempdir().unwrap();
     let check = sh("check.sh");
     let check_new = sh("check-new.sh");
     for (workload, check, expect_violations) in [
@@ -51,7 +54,7 @@ fn shell_exports_are_told_apart() {
         ("tmp-fsync-rename.sh", &check_new, true),
         ("tmp-fsync-rename-dirsync.sh", &check_new, false),
     ] {
-        let (code, out) = explore(check, &[&sh(workload)], true);
+        let (code, out) = explore(check, &[&sh(workload)], true, logs.path());
         let found = violations(&out);
         if expect_violations {
             assert!(
@@ -69,6 +72,7 @@ fn shell_exports_are_told_apart() {
 
 #[test]
 fn python_exports_are_told_apart() {
+    let logs = tempfile::tempdir().unwrap();
     let export = sh("export.py");
     let check = format!("python3 {} --new-after-success", sh("check.py"));
     for (mode, expect_violations) in [
@@ -77,7 +81,7 @@ fn python_exports_are_told_apart() {
         ("tmp-fsync-rename", true),
         ("tmp-fsync-rename-dirsync", false),
     ] {
-        let (code, out) = explore(&check, &["python3", &export, mode], false);
+        let (code, out) = explore(&check, &["python3", &export, mode], false, logs.path());
         assert_eq!(violations(&out) > 0, expect_violations, "{mode}: {out}");
         assert_eq!(code, if expect_violations { 1 } else { 0 }, "{mode}");
     }
@@ -85,7 +89,8 @@ fn python_exports_are_told_apart() {
 
 #[test]
 fn a_violation_replays_exactly() {
-    let (code, out) = explore(&sh("check.sh"), &[&sh("tmp-rename.sh")], false);
+    let logs = tempfile::tempdir().unwrap();
+    let (code, out) = explore(&sh("check.sh"), &[&sh("tmp-rename.sh")], false, logs.path());
     assert_eq!(code, 1);
     let replay = out
         .lines()
@@ -105,10 +110,16 @@ fn a_violation_replays_exactly() {
 
 #[test]
 fn a_failing_workload_is_not_a_violation() {
-    let (code, out) = explore("true", &["sh", "-c", "exit 3"], false);
+    let logs = tempfile::tempdir().unwrap();
+    let (code, out) = explore("true", &["sh", "-c", "exit 3"], false, logs.path());
     assert_eq!(code, 2);
     assert!(!out.contains("violations"));
-    let (code, _) = explore("/nonexistent/checker", &[&sh("in-place.sh")], false);
+    let (code, _) = explore(
+        "/nonexistent/checker",
+        &[&sh("in-place.sh")],
+        false,
+        logs.path(),
+    );
     assert_eq!(
         code, 2,
         "a checker that cannot start is an error, not a violation"

@@ -60,10 +60,12 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     for op in ops {
         log.push(op);
     }
+    let log_dir = args.log_dir.clone().unwrap_or_else(std::env::temp_dir);
     let saved = tempfile::Builder::new()
         .prefix("slowfs-explore-log-")
         .suffix(".json")
-        .tempfile()?;
+        .tempfile_in(&log_dir)
+        .with_context(|| format!("saving the log in {}", log_dir.display()))?;
     serde_json::to_writer(saved.as_file(), &log)?;
     let (_, saved_path) = saved.keep().context("keeping the log")?;
 

@@ -123,6 +123,9 @@ struct ExploreArgs {
     /// The state to replay: CRASH_POINT/OP,OP:BYTES,... (printed with each violation).
     #[arg(long)]
     state: Option<String>,
+    /// Where to keep the recorded log that --replay reads (default: the temp dir).
+    #[arg(long)]
+    log_dir: Option<PathBuf>,
     /// The workload command and its arguments (after --).
     #[arg(last = true)]
     workload: Vec<std::ffi::OsString>,

@@ -236,7 +236,8 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
         }
         Command::Rules => {
             let rules = inner.plan.report();
-            let text = if rules.is_empty() {
+            let exempt = inner.passthrough_handles();
+            let mut text = if rules.is_empty() {
                 "no rules".to_string()
             } else {
                 rules
@@ -245,6 +246,11 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
                     .collect::<Vec<_>>()
                     .join("\n")
             };
+            if exempt > 0 {
+                text.push_str(&format!(
+                    "\n{exempt} file handle(s) open in kernel passthrough: data rules apply to them only once reopened"
+                ));
+            }
             let data: Vec<_> = rules
                 .iter()
                 .map(|r| serde_json::json!({"id": r.id, "rule": r.text, "matched": r.matched, "fired": r.fired}))

@@ -41,6 +41,10 @@ pub struct MountConfig {
     pub record: bool,
     /// `strict`: crashes (a `crash` rule, [`Mount::crash`]) keep only what is durable.
     pub crash_model: CrashModel,
+    /// Kernel passthrough for files no data rule touches when opened (`auto`), or
+    /// every request through the daemon (`never`). Passthrough excludes the
+    /// writeback cache, and the crash model and recording turn it off.
+    pub passthrough: bool,
 }
 
 /// What a crash keeps.
@@ -81,6 +85,7 @@ impl MountConfig {
             writeback_cache: true,
             record: false,
             crash_model: CrashModel::None,
+            passthrough: true,
         }
     }
 }
@@ -122,6 +127,7 @@ impl Mount {
             config.writeback_cache && !config.record && config.crash_model == CrashModel::None,
             config.record,
             config.crash_model == CrashModel::Strict,
+            config.passthrough,
         )?;
         let inner = fs.inner();
 
@@ -211,6 +217,11 @@ impl Mount {
     /// The mutating operations served so far (on a mount with `record` set).
     pub fn recorded(&self) -> Vec<fault_inject::durability::LogOp> {
         self.inner.recorded()
+    }
+
+    /// File handles open in kernel passthrough right now.
+    pub fn passthrough_handles(&self) -> usize {
+        self.inner.passthrough_handles()
     }
 
     /// Open file and directory handles right now.

@@ -29,12 +29,12 @@ fn tool(name: &str) -> PathBuf {
         })
 }
 
-#[test]
-fn fsx_100k_operations_with_every_op_enabled() {
-    let m = TestMount::new(&[]);
+/// Runs fsx on a mount; with `passthrough` the data path bypasses the daemon.
+fn fsx(passthrough: bool) {
+    let m = TestMount::with(&[], |c| c.passthrough = passthrough);
     let ops = std::env::var("SLOWFS_FSX_OPS").unwrap_or_else(|_| "100000".into());
     let seed = std::env::var("SLOWFS_FSX_SEED").unwrap_or_else(|_| "1".into());
-    println!("fsx: {ops} ops, seed {seed} (SLOWFS_FSX_OPS / SLOWFS_FSX_SEED to change)");
+    println!("fsx: {ops} ops, seed {seed}, passthrough {passthrough} (SLOWFS_FSX_OPS / SLOWFS_FSX_SEED to change)");
     let artifacts = tempfile::tempdir().unwrap();
     let output = Command::new(tool("fsx"))
         .args(["-N", &ops, "-S", &seed, "-f"])
@@ -49,17 +49,46 @@ fn fsx_100k_operations_with_every_op_enabled() {
         output.status.success() && text.contains("All operations completed A-OK"),
         "fsx failed:\n{text}"
     );
-    let stats = m.mount().stats();
-    assert!(
-        stats.count("write") > 1000,
-        "fsx's writes went through the daemon"
-    );
+    let writes = m.mount().stats().count("write");
+    if passthrough {
+        assert_eq!(
+            writes, 0,
+            "with passthrough, fsx's writes must not reach the daemon"
+        );
+    } else {
+        assert!(
+            writes > 1000,
+            "without passthrough, fsx's writes go through the daemon"
+        );
+    }
 }
 
 #[test]
-fn pjdfstest_passes_everything_that_applies() {
+fn fsx_100k_operations_with_every_op_enabled_in_passthrough() {
+    fsx(true);
+}
+
+#[test]
+fn fsx_100k_operations_with_every_op_enabled_through_the_daemon() {
+    fsx(false);
+}
+
+#[test]
+fn pjdfstest_passes_everything_that_applies_in_passthrough() {
+    pjdfstest(true);
+}
+
+#[test]
+fn pjdfstest_passes_everything_that_applies_through_the_daemon() {
+    pjdfstest(false);
+}
+
+fn pjdfstest(passthrough: bool) {
     // Tests that switch user need a mount other users may enter (/tmp may be 0700).
-    let m = TestMount::in_dir(Path::new("/var/tmp"), &[], |c| c.allow_other = true);
+    let m = TestMount::in_dir(Path::new("/var/tmp"), &[], |c| {
+        c.allow_other = true;
+        c.passthrough = passthrough;
+    });
     std::fs::set_permissions(
         m.path(""),
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
@@ -83,7 +112,7 @@ fn pjdfstest_passes_everything_that_applies() {
             .count()
     };
     let (passed, failed, skipped) = (count(" ok"), count("FAILED"), count("skipped"));
-    println!("pjdfstest: {passed} passed, {failed} failed, {skipped} skipped");
+    println!("pjdfstest (passthrough {passthrough}): {passed} passed, {failed} failed, {skipped} skipped");
     // Every skip must be one we understand: remounting read-only, or LINK_MAX.
     let reasons: Vec<&str> = text
         .lines()

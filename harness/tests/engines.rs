@@ -218,11 +218,13 @@ fn cancelling_a_hung_read_leaks_nothing() {
         rt.block_on(async {
             let baseline = open_fds();
             let before = fd_targets();
+            // The rule comes first: a file opened before it may be in kernel
+            // passthrough, where rules added later do not reach.
+            let rule = mount.set("read hang").unwrap();
             let file = engine
                 .open(&mount.path("f"), &OpenOptions::read())
                 .await
                 .unwrap();
-            let rule = mount.set("read hang").unwrap();
             let timed_out =
                 tokio::time::timeout(Duration::from_millis(200), file.read_at(vec![0; 4096], 0))
                     .await;

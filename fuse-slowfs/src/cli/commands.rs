@@ -39,6 +39,7 @@ fn config(args: &FaultArgs, backing: PathBuf, mountpoint: PathBuf) -> anyhow::Re
     config.threads = args.threads;
     config.control = Some(args.ctl_socket.clone());
     config.crash_model = args.crash_model;
+    config.passthrough = args.passthrough == "auto";
     Ok(config)
 }
 

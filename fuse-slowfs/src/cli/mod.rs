@@ -196,6 +196,11 @@ struct FaultArgs {
     /// MNT crash`) keeps only what was made durable; `none` (default) costs nothing.
     #[arg(long, default_value = "none")]
     crash_model: slowfs::CrashModel,
+    /// `auto`: files no data rule touches when opened use FUSE kernel passthrough
+    /// (near-native speed; rules added later apply to files opened later);
+    /// `never`: every request goes through the daemon.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "never"])]
+    passthrough: String,
 }
 
 /// Runs a parsed command line.

@@ -167,7 +167,13 @@ impl Filesystem for SlowFs {
             | InitFlags::FUSE_ASYNC_DIO
             | InitFlags::FUSE_AUTO_INVAL_DATA
             | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
-        if self.inner.writeback_wanted {
+        let passthrough = self.inner.passthrough_wanted
+            && config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH)
+            && config.set_max_stack_depth(1).is_ok();
+        if passthrough {
+            // The kernel offers passthrough only without the writeback cache.
+            wanted |= InitFlags::FUSE_PASSTHROUGH;
+        } else if self.inner.writeback_wanted {
             // Small writes gather in the page cache. Files a data rule touches are
             // opened direct-I/O, which bypasses it, so faults still reach callers.
             wanted |= InitFlags::FUSE_WRITEBACK_CACHE;
@@ -176,6 +182,10 @@ impl Filesystem for SlowFs {
         let _ = config.add_capabilities(supported);
         self.inner.writeback.store(
             supported.contains(InitFlags::FUSE_WRITEBACK_CACHE),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self.inner.passthrough.store(
+            supported.contains(InitFlags::FUSE_PASSTHROUGH),
             std::sync::atomic::Ordering::Relaxed,
         );
         Ok(())
@@ -532,13 +542,17 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         let fopen = inner.open_flags(&path);
+        let passthrough = inner.passthrough_for(&path);
         inner.serve(Op::Open, &path, 0, &[], reply, move |inner, done, _, _| {
-            let result = inner
-                .inodes
-                .get(ino)
-                .and_then(|i| sys::reopen(i.raw(), backing_flags(flags.0, inner.writeback())))
-                .map(|fd| inner.handles.insert(fd));
-            if result.is_ok() && flags.0 & libc::O_TRUNC != 0 {
+            let opened = inner.inodes.get(ino).and_then(|inode| {
+                let fd = sys::reopen(inode.raw(), backing_flags(flags.0, inner.writeback()))?;
+                Ok((inode, fd))
+            });
+            let (inode, fd) = match opened {
+                Ok(opened) => opened,
+                Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
+            };
+            if flags.0 & libc::O_TRUNC != 0 {
                 inner.record(|| {
                     Some(LogOp::SetLen {
                         node: inner.node(ino.0)?,
@@ -546,9 +560,15 @@ impl Filesystem for SlowFs {
                     })
                 });
             }
-            done.respond(inner, result, |r, fh| {
-                r.opened(fh, fopen);
-            })
+            let reply = done.record(inner, Outcome::default());
+            let backing = passthrough
+                .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
+                .flatten();
+            let fh = inner.handles.insert(fd, backing.clone());
+            match backing {
+                Some(id) => reply.opened_passthrough(fh, FopenFlags::empty(), &id),
+                None => reply.opened(fh, fopen),
+            }
         });
     }
 
@@ -715,7 +735,7 @@ impl Filesystem for SlowFs {
                     .inodes
                     .get(ino)
                     .and_then(|i| sys::openat(i.raw(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0))
-                    .map(|fd| inner.handles.insert(fd));
+                    .map(|fd| inner.handles.insert(fd, None));
                 done.respond(inner, result, |r, fh| {
                     r.opened(fh, FopenFlags::empty());
                 })
@@ -973,6 +993,7 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.child_path(parent.0, name);
         let fopen = inner.open_flags(&path);
+        let passthrough = inner.passthrough_for(&path);
         let name = name.to_os_string();
         let caller = Caller::of(req);
         inner.serve(
@@ -994,12 +1015,29 @@ impl Filesystem for SlowFs {
                     inner.adopt(&dir, &cname, caller, mode, libc::S_IFREG)?;
                     let attr = inner.entry(parent.0, &dir, &name)?;
                     inner.record_created(parent.0, &name, &attr, NodeKind::File);
-                    Ok((attr, inner.handles.insert(fd)))
+                    Ok((attr, inner.inodes.get(attr.ino)?, fd))
                 })();
+                let (attr, inode, fd) = match result {
+                    Ok(created) => created,
+                    Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
+                };
                 let ttl = inner.ttl();
-                done.respond(inner, result, |r, (attr, fh)| {
-                    r.created(&ttl, &attr, GENERATION, fh, fopen);
-                })
+                let reply = done.record(inner, Outcome::default());
+                let backing = passthrough
+                    .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
+                    .flatten();
+                let fh = inner.handles.insert(fd, backing.clone());
+                match backing {
+                    Some(id) => reply.created_passthrough(
+                        &ttl,
+                        &attr,
+                        GENERATION,
+                        fh,
+                        FopenFlags::empty(),
+                        &id,
+                    ),
+                    None => reply.created(&ttl, &attr, GENERATION, fh, fopen),
+                }
             },
         );
     }

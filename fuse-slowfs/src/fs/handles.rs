@@ -25,6 +25,8 @@ pub struct Handle {
     pub listing: Mutex<Listing>,
     /// Opened before a crash: every operation on it fails with EIO.
     pub stale: std::sync::atomic::AtomicBool,
+    /// For a file opened in kernel passthrough: its backing id (shared per inode).
+    pub backing: Option<Arc<fuser::BackingId>>,
 }
 
 impl Handle {
@@ -43,12 +45,13 @@ pub struct Handles {
 
 impl Handles {
     /// Registers an open fd; returns its handle number.
-    pub fn insert(&self, fd: OwnedFd) -> FileHandle {
+    pub fn insert(&self, fd: OwnedFd, backing: Option<Arc<fuser::BackingId>>) -> FileHandle {
         let fh = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let handle = Arc::new(Handle {
             fd,
             listing: Mutex::default(),
             stale: Default::default(),
+            backing,
         });
         self.map.lock().unwrap().insert(fh, handle);
         FileHandle(fh)
@@ -79,6 +82,16 @@ impl Handles {
     /// Removes a handle; its fd closes when the last in-flight request using it ends.
     pub fn remove(&self, fh: FileHandle) -> Option<Arc<Handle>> {
         self.map.lock().unwrap().remove(&fh.0)
+    }
+
+    /// How many handles are open in kernel passthrough.
+    pub fn passthrough(&self) -> usize {
+        self.map
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|h| h.backing.is_some())
+            .count()
     }
 
     /// How many handles are open.

@@ -19,6 +19,8 @@ pub struct Inode {
     pub fd: OwnedFd,
     /// Backing (device, inode), to give hard links one FUSE inode.
     pub key: (u64, u64),
+    /// The kernel-passthrough backing id its passthrough opens share, while any is open.
+    pub backing: Mutex<std::sync::Weak<fuser::BackingId>>,
 }
 
 impl Inode {
@@ -61,7 +63,11 @@ impl Inodes {
         table.entries.insert(
             ROOT,
             Entry {
-                inode: Arc::new(Inode { fd: root, key }),
+                inode: Arc::new(Inode {
+                    fd: root,
+                    key,
+                    backing: Mutex::default(),
+                }),
                 lookups: 1,
                 parent: ROOT,
                 name: OsString::new(),
@@ -102,7 +108,11 @@ impl Inodes {
         table.entries.insert(
             ino,
             Entry {
-                inode: Arc::new(Inode { fd, key }),
+                inode: Arc::new(Inode {
+                    fd,
+                    key,
+                    backing: Mutex::default(),
+                }),
                 lookups: 1,
                 parent,
                 name,

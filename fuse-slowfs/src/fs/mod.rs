@@ -5,6 +5,7 @@ mod crash;
 mod filesystem;
 mod handles;
 mod inodes;
+mod passthrough;
 mod recorder;
 mod sys;
 
@@ -45,6 +46,10 @@ pub struct Inner {
     recorder: Option<recorder::Recorder>,
     /// With the strict crash model: the durable tree the log starts from.
     crash: Option<crash::CrashState>,
+    /// Whether to ask the kernel for FUSE passthrough (`--passthrough auto`).
+    passthrough_wanted: bool,
+    /// Whether the kernel granted it.
+    passthrough: std::sync::atomic::AtomicBool,
 }
 
 /// The `fuser::Filesystem` handed to the session.
@@ -61,6 +66,7 @@ impl SlowFs {
         writeback_cache: bool,
         record: bool,
         crash_model: bool,
+        passthrough: bool,
     ) -> std::io::Result<SlowFs> {
         let root: OwnedFd = std::fs::File::open(backing)?.into();
         let st = sys::stat_fd(sys::raw(&root)).map_err(errno_to_io)?;
@@ -89,6 +95,8 @@ impl SlowFs {
                 writeback_wanted: writeback_cache,
                 writeback: Default::default(),
                 recorder: (record || crash_model).then(recorder::Recorder::default),
+                passthrough_wanted: passthrough && !crash_model && !record,
+                passthrough: Default::default(),
                 crash: if crash_model {
                     Some(crash::CrashState::new(backing)?)
                 } else {

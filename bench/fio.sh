@@ -35,13 +35,14 @@ unmount_slowfs() {
 
 mkdir -p "$work/native"
 echo "fio: native" >&2; run_fio native "$work/native"
-echo "fio: slowfs, no rules" >&2; mount_slowfs norules; run_fio norules "$mnt"; unmount_slowfs
+echo "fio: slowfs, no rules (kernel passthrough)" >&2; mount_slowfs norules; run_fio norules "$mnt"; unmount_slowfs
+echo "fio: slowfs, no rules, --passthrough never" >&2; mount_slowfs daemon --passthrough never; run_fio daemon "$mnt"; unmount_slowfs
 echo "fio: slowfs --profile nfs" >&2; mount_slowfs nfs --profile nfs; run_fio nfs "$mnt"; unmount_slowfs
 
 python3 - "$work" "$out" <<'PY'
 import json, sys
 work, out = sys.argv[1], sys.argv[2]
-targets = ["native", "norules", "nfs"]
+targets = ["native", "norules", "daemon", "nfs"]
 rows = {}
 for t in targets:
     for job in json.load(open(f"{work}/{t}.json"))["jobs"]:

@@ -272,36 +272,48 @@ impl Tree {
                     entries.remove(name);
                 }
             }
-            LogOp::Rename {
-                from_dir,
-                from_name,
-                to_dir,
-                to_name,
-                node,
-                exchanged,
-            } => {
-                // Each side is applied on its own: a crash may have made one parent's
-                // half durable (its fsync) and not the other's.
-                if from_dir == to_dir && from_name == to_name {
-                    return;
-                }
-                if let Some(entries) = self.dir_mut(*to_dir) {
-                    entries.insert(to_name.clone(), *node);
-                }
-                if let Some(entries) = self.dir_mut(*from_dir) {
-                    match exchanged {
-                        Some(other) => {
-                            entries.insert(from_name.clone(), *other);
-                        }
-                        None => {
-                            if entries.get(from_name) == Some(node) {
-                                entries.remove(from_name);
-                            }
+            LogOp::Rename { .. } => self.rename_sides(op, true, true),
+            LogOp::Fsync { .. } | LogOp::FsyncDir { .. } | LogOp::Sync => {}
+        }
+    }
+
+    /// Applies the source side (`from`: the old name goes, or gets the exchanged
+    /// node) and/or the destination side (`to`: the new name points at the node) of
+    /// a rename. A crash may keep one side and not the other: each parent's entries
+    /// become durable with that parent's fsync.
+    fn rename_sides(&mut self, op: &LogOp, from: bool, to: bool) {
+        let LogOp::Rename {
+            from_dir,
+            from_name,
+            to_dir,
+            to_name,
+            node,
+            exchanged,
+        } = op
+        else {
+            return;
+        };
+        if from_dir == to_dir && from_name == to_name {
+            return;
+        }
+        if to {
+            if let Some(entries) = self.dir_mut(*to_dir) {
+                entries.insert(to_name.clone(), *node);
+            }
+        }
+        if from {
+            if let Some(entries) = self.dir_mut(*from_dir) {
+                match exchanged {
+                    Some(other) => {
+                        entries.insert(from_name.clone(), *other);
+                    }
+                    None => {
+                        if entries.get(from_name) == Some(node) {
+                            entries.remove(from_name);
                         }
                     }
                 }
             }
-            LogOp::Fsync { .. } | LogOp::FsyncDir { .. } | LogOp::Sync => {}
         }
     }
 
@@ -484,6 +496,23 @@ impl Log {
                         offset: *offset,
                         data: data[..(*bytes as usize).min(data.len())].to_vec(),
                     })
+                }
+                (
+                    _,
+                    op @ LogOp::Rename {
+                        from_dir, to_dir, ..
+                    },
+                ) => {
+                    // Only the side whose parent was not fsynced since is pending;
+                    // the other is already in the durable state, later changes and all.
+                    let later = &self.ops[i + 1..k];
+                    let synced = |d: &NodeId| {
+                        later.iter().any(|o| {
+                            matches!(o, LogOp::Sync)
+                                || matches!(o, LogOp::FsyncDir { dir } if dir == d)
+                        })
+                    };
+                    tree.rename_sides(op, !synced(from_dir), !synced(to_dir));
                 }
                 (_, op) => tree.apply(op),
             }

@@ -216,6 +216,9 @@ fn cancelling_a_hung_read_leaks_nothing() {
         std::fs::write(mount.backing_path("f"), vec![7u8; 4096]).unwrap();
         let engine = AnyEngine::by_name(name).unwrap();
         rt.block_on(async {
+            // The daemon runs in this process: let it look the file up first, so the
+            // O_PATH fd of its inode table is in the baseline.
+            std::fs::metadata(mount.path("f")).unwrap();
             let baseline = open_fds();
             let before = fd_targets();
             // The rule comes first: a file opened before it may be in kernel

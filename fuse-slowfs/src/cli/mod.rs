@@ -21,6 +21,7 @@ RULES
     \"read,write iops=100\"                    request-rate cap
     \"read hang\"                              hold reads until `slowfs ctl MNT release`
     \"read hang=5s\"                           ... or at most 5 s
+    \"rename crash after=2\"                   power loss at the 3rd rename (--crash-model strict)
   OPS: * or a comma list of lookup getattr setattr open create read write flush fsync
        fdatasync fsyncdir release mkdir mknod rmdir unlink rename link symlink readlink
        opendir readdir releasedir statfs access fallocate lseek copy_file_range xattr

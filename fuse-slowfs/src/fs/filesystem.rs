@@ -689,19 +689,7 @@ impl Filesystem for SlowFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let inner = &self.inner;
-        let path = inner.path_of(ino.0);
-        inner.serve(
-            Op::Release,
-            &path,
-            0,
-            &[],
-            reply,
-            move |inner, done, _, _| {
-                inner.handles.remove(fh);
-                done.record(inner, Outcome::default()).ok();
-            },
-        );
+        self.close_handle(Op::Release, ino, fh, reply);
     }
 
     fn fsync(
@@ -792,19 +780,7 @@ impl Filesystem for SlowFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        let inner = &self.inner;
-        let path = inner.path_of(ino.0);
-        inner.serve(
-            Op::Releasedir,
-            &path,
-            0,
-            &[],
-            reply,
-            move |inner, done, _, _| {
-                inner.handles.remove(fh);
-                done.record(inner, Outcome::default()).ok();
-            },
-        );
+        self.close_handle(Op::Releasedir, ino, fh, reply);
     }
 
     fn fsyncdir(
@@ -894,28 +870,22 @@ impl Filesystem for SlowFs {
         let path = inner.path_of(ino.0);
         let name = name.to_os_string();
         inner.serve(Op::Xattr, &path, 0, &[], reply, move |inner, done, _, _| {
-            let result = xattr_target(inner, ino).and_then(|p| {
-                let name = CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)?;
-                let mut buf = vec![0u8; size as usize];
-                // SAFETY: buffer valid for its length (0 asks for the size).
-                let n = cvt(unsafe {
-                    libc::getxattr(
-                        p.as_ptr(),
-                        name.as_ptr(),
-                        buf.as_mut_ptr().cast(),
-                        buf.len(),
-                    )
-                })?;
-                buf.truncate(n as usize);
-                Ok((n as u32, buf))
-            });
-            done.respond(inner, result, |r, (n, buf)| {
-                if size == 0 {
-                    r.size(n)
-                } else {
-                    r.data(&buf)
-                }
-            })
+            let result = CString::new(name.as_bytes())
+                .map_err(|_| Errno::EINVAL)
+                .and_then(|name| {
+                    xattr_query(inner, ino, size, |p, buf| {
+                        // SAFETY: valid C strings; buffer valid for its length.
+                        unsafe {
+                            libc::getxattr(
+                                p.as_ptr(),
+                                name.as_ptr(),
+                                buf.as_mut_ptr().cast(),
+                                buf.len(),
+                            )
+                        }
+                    })
+                });
+            done.respond(inner, result, |r, answer| send_xattr(r, size, answer))
         });
     }
 
@@ -923,22 +893,11 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(Op::Xattr, &path, 0, &[], reply, move |inner, done, _, _| {
-            let result = xattr_target(inner, ino).and_then(|p| {
-                let mut buf = vec![0u8; size as usize];
-                // SAFETY: buffer valid for its length (0 asks for the size).
-                let n = cvt(unsafe {
-                    libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
-                })?;
-                buf.truncate(n as usize);
-                Ok((n as u32, buf))
+            let result = xattr_query(inner, ino, size, |p, buf| {
+                // SAFETY: valid C string; buffer valid for its length.
+                unsafe { libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) }
             });
-            done.respond(inner, result, |r, (n, buf)| {
-                if size == 0 {
-                    r.size(n)
-                } else {
-                    r.data(&buf)
-                }
-            })
+            done.respond(inner, result, |r, answer| send_xattr(r, size, answer))
         });
     }
 
@@ -1243,6 +1202,16 @@ impl Inner {
 }
 
 impl SlowFs {
+    /// release / releasedir: the handle (and its backing fd) goes.
+    fn close_handle(&self, op: Op, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(op, &path, 0, &[], reply, move |inner, done, _, _| {
+            inner.handles.remove(fh);
+            done.record(inner, Outcome::default()).ok();
+        });
+    }
+
     fn remove(&self, op: Op, parent: INodeNo, name: &OsStr, flags: i32, reply: ReplyEmpty) {
         let inner = &self.inner;
         let path = inner.child_path(parent.0, name);
@@ -1300,6 +1269,30 @@ impl SlowFs {
 /// kernel holds a lookup reference on the inode while it asks, so the fd stays open.
 fn xattr_target(inner: &Arc<Inner>, ino: INodeNo) -> SysResult<CString> {
     inner.inodes.get(ino).map(|i| sys::proc_path(i.raw()))
+}
+
+/// getxattr/listxattr: calls `query` with a buffer of `size` bytes (0 asks for the
+/// size); returns the size reported and the bytes.
+fn xattr_query(
+    inner: &Arc<Inner>,
+    ino: INodeNo,
+    size: u32,
+    query: impl FnOnce(&CStr, &mut [u8]) -> isize,
+) -> SysResult<(u32, Vec<u8>)> {
+    let target = xattr_target(inner, ino)?;
+    let mut buf = vec![0u8; size as usize];
+    let n = cvt(query(&target, &mut buf))?;
+    buf.truncate(n as usize);
+    Ok((n as u32, buf))
+}
+
+/// Answers an xattr query: the size when the caller asked for it, else the bytes.
+fn send_xattr(reply: ReplyXattr, size: u32, (n, buf): (u32, Vec<u8>)) {
+    if size == 0 {
+        reply.size(n)
+    } else {
+        reply.data(&buf)
+    }
 }
 
 /// Reads a whole directory through a duplicate of `fd`, from the start.

@@ -200,14 +200,19 @@ impl Tree {
 
     /// The node at a `/`-separated path from the root.
     pub fn lookup(&self, path: &str) -> Option<&Node> {
-        let mut node = self.nodes.get(&self.root)?;
+        self.nodes.get(&self.lookup_id(path)?)
+    }
+
+    /// The id of the node at a `/`-separated path from the root.
+    pub fn lookup_id(&self, path: &str) -> Option<NodeId> {
+        let mut id = self.root;
         for part in path.split('/').filter(|p| !p.is_empty()) {
-            let Node::Dir(entries) = node else {
+            let Some(Node::Dir(entries)) = self.nodes.get(&id) else {
                 return None;
             };
-            node = self.nodes.get(entries.get(part)?)?;
+            id = *entries.get(part)?;
         }
-        Some(node)
+        Some(id)
     }
 
     fn dir_mut(&mut self, dir: NodeId) -> Option<&mut BTreeMap<String, NodeId>> {

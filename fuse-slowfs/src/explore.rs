@@ -66,7 +66,7 @@ pub fn materialize(tree: &Tree, dir: &Path) -> io::Result<()> {
             Node::Dir(_) => std::fs::create_dir(&target)?,
             Node::Symlink(to) => std::os::unix::fs::symlink(to, &target)?,
             Node::File(data) => {
-                let id = node_id(tree, &path);
+                let id = tree.lookup_id(&path);
                 match id.and_then(|id| written.get(&id)) {
                     Some(first) => std::fs::hard_link(first, &target)?,
                     None => {
@@ -80,17 +80,6 @@ pub fn materialize(tree: &Tree, dir: &Path) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-fn node_id(tree: &Tree, path: &str) -> Option<u64> {
-    let mut id = tree.root;
-    for part in path.split('/') {
-        let Some(Node::Dir(entries)) = tree.nodes.get(&id) else {
-            return None;
-        };
-        id = *entries.get(part)?;
-    }
-    Some(id)
 }
 
 /// How to explore.
@@ -292,7 +281,7 @@ pub fn node_names(log: &Log) -> HashMap<u64, String> {
     for k in 0..=log.ops().len() {
         let tree = log.volatile_state(k);
         for (path, _) in tree.walk() {
-            if let Some(id) = node_id(&tree, &path) {
+            if let Some(id) = tree.lookup_id(&path) {
                 names.entry(id).or_insert(path);
             }
         }

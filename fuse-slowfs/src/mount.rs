@@ -229,6 +229,12 @@ impl Mount {
         self.inner.open_handles()
     }
 
+    /// Whether the session has ended: the filesystem was unmounted from outside
+    /// (or the connection aborted), so no request will come any more.
+    pub fn ended(&self) -> bool {
+        self.session.as_ref().is_none_or(|s| s.guard.is_finished())
+    }
+
     /// Unmounts now, reporting errors (dropping does the same, silently).
     pub fn unmount(mut self) -> io::Result<()> {
         self.shutdown()

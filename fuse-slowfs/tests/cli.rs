@@ -80,6 +80,45 @@ fn sigterm_to_run_ends_the_command_and_unmounts() {
 }
 
 #[test]
+fn mount_exits_when_unmounted_from_outside() {
+    let dirs = tempfile::tempdir().unwrap();
+    let (backing, mountpoint) = (dirs.path().join("b"), dirs.path().join("m"));
+    std::fs::create_dir_all(&backing).unwrap();
+    std::fs::create_dir_all(&mountpoint).unwrap();
+    let mut daemon = slowfs()
+        .arg("mount")
+        .arg("--backing")
+        .arg(&backing)
+        .arg(&mountpoint)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mountpoint = mountpoint.canonicalize().unwrap();
+    let start = Instant::now();
+    while !mounts().contains(&mountpoint) {
+        assert!(start.elapsed() < Duration::from_secs(10), "never mounted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = slowfs().arg("umount").arg(&mountpoint).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = daemon.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            daemon.kill().unwrap();
+            panic!("the daemon kept running after its mount was gone");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut daemon.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("was unmounted, exiting"), "{stderr}");
+}
+
+#[test]
 fn a_bad_rule_is_refused_with_where_and_what() {
     let out = slowfs()
         .args(["run", "--set", "read,write delay=5ms..1ms", "--", "true"])

@@ -258,3 +258,61 @@ fn nothing_outside_the_backing_directory_is_reachable() {
     assert_eq!(up.canonicalize().unwrap(), parent_via_mount);
     assert_eq!(fs::read(outside.path().join("secret")).unwrap(), b"secret");
 }
+
+/// Set-user-ID and set-group-ID (with group-execute) drop when someone without
+/// CAP_FSETID writes or truncates the file, as on a local filesystem; root keeps
+/// them, and set-group-ID without group-execute is not a privilege. The daemon does
+/// this itself (FUSE_HANDLE_KILLPRIV_V2), on both the passthrough and daemon paths.
+fn set_id_bits_drop_when_another_user_changes_data(passthrough: bool) {
+    let m = TestMount::in_dir(Path::new("/var/tmp"), &[], |c| {
+        c.allow_other = true;
+        c.passthrough = passthrough;
+    });
+    fs::set_permissions(m.path(""), fs::Permissions::from_mode(0o777)).unwrap();
+    for (name, mode) in [
+        ("written", 0o6777),
+        ("truncated", 0o6777),
+        ("reopened", 0o6777),
+        ("by-root", 0o6777),
+        ("no-group-exec", 0o2666),
+    ] {
+        fs::write(m.path(name), b"data").unwrap();
+        fs::set_permissions(m.path(name), fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("printf x >> written && truncate -s 1 truncated && : > reopened && printf x >> no-group-exec")
+        .current_dir(m.path(""))
+        .uid(4242)
+        .gid(4343)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    OpenOptions::new()
+        .append(true)
+        .open(m.path("by-root"))
+        .unwrap()
+        .write_all(b"x")
+        .unwrap();
+    let mode = |name: &str| fs::metadata(m.backing(name)).unwrap().mode() & 0o7777;
+    assert_eq!(mode("written"), 0o777, "write by another user");
+    assert_eq!(mode("truncated"), 0o777, "truncate by another user");
+    assert_eq!(mode("reopened"), 0o777, "O_TRUNC open by another user");
+    assert_eq!(mode("by-root"), 0o6777, "write by root");
+    assert_eq!(
+        mode("no-group-exec"),
+        0o2666,
+        "set-group-ID without group-execute"
+    );
+    assert_eq!(fs::read(m.backing("written")).unwrap(), b"datax");
+}
+
+#[test]
+fn set_id_bits_drop_when_another_user_changes_data_in_passthrough() {
+    set_id_bits_drop_when_another_user_changes_data(true);
+}
+
+#[test]
+fn set_id_bits_drop_when_another_user_changes_data_through_the_daemon() {
+    set_id_bits_drop_when_another_user_changes_data(false);
+}

@@ -11,7 +11,7 @@ use nix::sys::signal::{SigSet, Signal};
 use slowfs::control::{default_socket, request, Command as CtlCommand};
 use slowfs::{Mount, MountConfig};
 
-use super::signals::block_termination;
+use super::signals::{block_termination, wait_unless};
 use super::{CtlAction, FaultArgs};
 
 /// Builds the fault spec from `--profile`, `--config` and `--set`, in that order.
@@ -71,8 +71,13 @@ pub fn mount(args: FaultArgs, mountpoint: PathBuf) -> anyhow::Result<ExitCode> {
     let mount = Mount::start(config(&args, backing.clone(), mountpoint)?)?;
     announce(&mount, args.seed.is_some(), &backing);
     eprintln!("slowfs: running until SIGINT/SIGTERM (Ctrl-C)");
-    let signal = signals.wait().context("waiting for a signal")?;
-    eprintln!("slowfs: {signal}, unmounting");
+    match wait_unless(&signals, || mount.ended()) {
+        Some(signal) => eprintln!("slowfs: {signal}, unmounting"),
+        None => eprintln!(
+            "slowfs: {} was unmounted, exiting",
+            mount.mountpoint().display()
+        ),
+    }
     eprint!("{}", mount.stats().render());
     mount.unmount().context("unmounting")?;
     Ok(ExitCode::SUCCESS)

@@ -19,3 +19,24 @@ pub fn block_termination() -> SigSet {
     let _ = set.thread_block();
     set
 }
+
+/// Waits for one of `set`'s signals, or until `ended()` turns true (checked a few
+/// times a second): a mount unmounted from outside (`slowfs umount`, `umount -l`)
+/// ends its daemon instead of leaving it waiting for a Ctrl-C that never comes.
+/// Returns the signal, or `None` when `ended` stopped the wait.
+pub fn wait_unless(set: &SigSet, ended: impl Fn() -> bool) -> Option<Signal> {
+    let timeout = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 250_000_000,
+    };
+    loop {
+        // SAFETY: `set` is an initialised sigset; no siginfo is asked for.
+        let signo = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &timeout) };
+        if let Ok(signal) = Signal::try_from(signo) {
+            return Some(signal);
+        }
+        if ended() {
+            return None;
+        }
+    }
+}

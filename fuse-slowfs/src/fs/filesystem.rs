@@ -166,7 +166,11 @@ impl Filesystem for SlowFs {
             | InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_ASYNC_DIO
             | InitFlags::FUSE_AUTO_INVAL_DATA
-            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
+            // The daemon drops set-user/group-ID itself (see sys::drop_privileges);
+            // in return the kernel stops asking for security.capability before
+            // every write (SB_NOSEC), a round trip that halved passthrough writes.
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         let passthrough = self.inner.passthrough_wanted
             && config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH)
             && config.set_max_stack_depth(1).is_ok();
@@ -246,7 +250,7 @@ impl Filesystem for SlowFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -264,6 +268,7 @@ impl Filesystem for SlowFs {
     ) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
+        let unprivileged = req.uid() != 0;
         inner.serve(
             Op::Setattr,
             &path,
@@ -280,7 +285,14 @@ impl Filesystem for SlowFs {
                     mtime,
                 };
                 let truncated = change.size;
-                let result = inner.set_attributes(ino, fh, change);
+                let mut result = inner.set_attributes(ino, fh, change);
+                if let (Ok(_), Some(_), true) = (&result, truncated, unprivileged) {
+                    // A truncate by a caller without CAP_FSETID drops set-ID bits.
+                    result = inner.inodes.get(ino).and_then(|inode| {
+                        sys::drop_privileges(inode.raw())?;
+                        sys::stat_fd(inode.raw())
+                    });
+                }
                 if let (Ok(_), Some(len)) = (&result, truncated) {
                     inner.record(|| {
                         Some(LogOp::SetLen {
@@ -538,21 +550,28 @@ impl Filesystem for SlowFs {
         });
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         let fopen = inner.open_flags(&path);
         let passthrough = inner.passthrough_for(&path);
+        let unprivileged = req.uid() != 0;
         inner.serve(Op::Open, &path, 0, &[], reply, move |inner, done, _, _| {
+            let truncate = flags.0 & libc::O_TRUNC != 0;
             let opened = inner.inodes.get(ino).and_then(|inode| {
                 let fd = sys::reopen(inode.raw(), backing_flags(flags.0, inner.writeback()))?;
-                Ok((inode, fd))
+                if truncate && unprivileged {
+                    sys::drop_privileges(sys::raw(&fd))?;
+                }
+                // Writes to a set-ID file must reach the daemon, which drops the bits.
+                let privileged = sys::is_privileged(sys::stat_fd(sys::raw(&fd))?.st_mode);
+                Ok((inode, fd, privileged))
             });
-            let (inode, fd) = match opened {
+            let (inode, fd, privileged) = match opened {
                 Ok(opened) => opened,
                 Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
             };
-            if flags.0 & libc::O_TRUNC != 0 {
+            if truncate {
                 inner.record(|| {
                     Some(LogOp::SetLen {
                         node: inner.node(ino.0)?,
@@ -561,7 +580,7 @@ impl Filesystem for SlowFs {
                 });
             }
             let reply = done.record(inner, Outcome::default());
-            let backing = passthrough
+            let backing = (passthrough && !privileged)
                 .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
                 .flatten();
             let fh = inner.handles.insert(fd, backing.clone());
@@ -616,7 +635,7 @@ impl Filesystem for SlowFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
@@ -633,6 +652,9 @@ impl Filesystem for SlowFs {
             move |inner, done, short, data| {
                 let data = &data[..short.map_or(data.len(), |s| s as usize)];
                 let result = inner.handles.get(fh).and_then(|h| {
+                    if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                        sys::drop_privileges(h.raw())?;
+                    }
                     let n = sys::pwrite(h.raw(), data, offset)?;
                     inner.record(|| {
                         Some(LogOp::Write {
@@ -982,7 +1004,7 @@ impl Filesystem for SlowFs {
                 };
                 let ttl = inner.ttl();
                 let reply = done.record(inner, Outcome::default());
-                let backing = passthrough
+                let backing = (passthrough && !sys::is_privileged(mode))
                     .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
                     .flatten();
                 let fh = inner.handles.insert(fd, backing.clone());

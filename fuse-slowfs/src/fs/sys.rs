@@ -70,6 +70,32 @@ pub fn stat_fd(fd: RawFd) -> SysResult<libc::stat> {
     stat_at(fd, EMPTY, libc::AT_EMPTY_PATH)
 }
 
+/// Whether a file mode carries privileges a write must drop: set-user-ID, or
+/// set-group-ID together with group-execute (without it, set-group-ID is not a
+/// privilege).
+pub fn is_privileged(mode: u32) -> bool {
+    mode & libc::S_ISUID != 0
+        || mode & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID | libc::S_IXGRP
+}
+
+/// Drops set-user-ID and set-group-ID (see [`is_privileged`]) from the file
+/// behind `fd`, as the kernel does when a caller without CAP_FSETID writes or
+/// truncates it. The mount negotiates FUSE_HANDLE_KILLPRIV_V2, which makes this
+/// the daemon's job; the daemon itself holds CAP_FSETID, so the backing
+/// filesystem would not do it for its writes.
+pub fn drop_privileges(fd: RawFd) -> SysResult<()> {
+    let mode = stat_fd(fd)?.st_mode;
+    if !is_privileged(mode) {
+        return Ok(());
+    }
+    let mut kept = mode & 0o7777 & !libc::S_ISUID;
+    if mode & libc::S_IXGRP != 0 {
+        kept &= !libc::S_ISGID;
+    }
+    // SAFETY: valid C string for a path through /proc to an fd we own.
+    check(unsafe { libc::chmod(proc_path(fd).as_ptr(), kept) })
+}
+
 /// `fstatat(dir, name, flags | AT_SYMLINK_NOFOLLOW)`.
 pub fn stat_at(dir: RawFd, name: &CStr, flags: i32) -> SysResult<libc::stat> {
     // SAFETY: zeroed stat is a valid out-parameter.

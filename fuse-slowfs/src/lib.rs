@@ -25,7 +25,9 @@ pub(crate) mod fs;
 pub mod mount;
 mod scheduler;
 pub mod stats;
+pub mod tuning;
 
 pub use fs::DurabilityReport;
 pub use mount::{CrashModel, Mount, MountConfig};
 pub use stats::StatsReport;
+pub use tuning::Tuning;

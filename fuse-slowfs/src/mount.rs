@@ -30,13 +30,10 @@ pub struct MountConfig {
     pub default_seed: u64,
     /// Let other users in (`allow_other` + `default_permissions`: the kernel enforces modes).
     pub allow_other: bool,
-    /// FUSE worker threads. Delays do not occupy them.
-    pub threads: usize,
     /// Control socket: `None` for none, `Some(None)` for the default path.
     pub control: Option<Option<PathBuf>>,
-    /// Let the kernel gather small writes in its page cache (files that data rules
-    /// touch bypass it either way).
-    pub writeback_cache: bool,
+    /// FUSE settings: worker threads, request sizes, writeback cache.
+    pub tuning: crate::Tuning,
     /// Record every mutating operation for the durability model ([`Mount::recorded`]).
     pub record: bool,
     /// `strict`: crashes (a `crash` rule, [`Mount::crash`]) keep only what is durable.
@@ -72,7 +69,7 @@ impl std::str::FromStr for CrashModel {
 }
 
 impl MountConfig {
-    /// Defaults: no rules, 4 workers, default control socket.
+    /// Defaults: no rules, [`Tuning::default`](crate::Tuning), default control socket.
     pub fn new(backing: impl Into<PathBuf>, mountpoint: impl Into<PathBuf>) -> MountConfig {
         MountConfig {
             backing: backing.into(),
@@ -80,9 +77,8 @@ impl MountConfig {
             spec: FaultSpec::default(),
             default_seed: rand::random(),
             allow_other: false,
-            threads: 4,
             control: Some(None),
-            writeback_cache: true,
+            tuning: crate::Tuning::default(),
             record: false,
             crash_model: CrashModel::None,
             passthrough: true,
@@ -120,11 +116,10 @@ impl Mount {
         let mountpoint = config.mountpoint.canonicalize()?;
         let seed = config.spec.seed.unwrap_or(config.default_seed);
         let plan = Arc::new(FaultPlan::new(seed, config.spec.rules.iter().cloned()));
-        // A recording mount sees writes in program order: no writeback cache.
         let fs = SlowFs::new(
             &config.backing,
             plan,
-            config.writeback_cache && !config.record && config.crash_model == CrashModel::None,
+            config.tuning,
             config.record,
             config.crash_model == CrashModel::Strict,
             config.passthrough,
@@ -141,7 +136,8 @@ impl Mount {
             fuse_config.acl = SessionACL::All;
         }
         fuse_config.mount_options = options;
-        fuse_config.n_threads = Some(config.threads.max(1));
+        fuse_config.n_threads = Some(config.tuning.threads.max(1));
+        fuse_config.clone_fd = config.tuning.clone_fd;
         let session = fuser::Session::new(fs, &mountpoint, &fuse_config).map_err(|e| {
             io::Error::new(
                 e.kind(),

@@ -36,7 +36,12 @@ fn config(args: &FaultArgs, backing: PathBuf, mountpoint: PathBuf) -> anyhow::Re
     let mut config = MountConfig::new(backing, mountpoint);
     config.spec = spec(args)?;
     config.allow_other = args.allow_other;
-    config.threads = args.threads;
+    for setting in &args.tune {
+        config.tuning.set(setting)?;
+    }
+    if let Some(threads) = args.threads {
+        config.tuning.set(&format!("threads={threads}"))?;
+    }
     config.control = Some(args.ctl_socket.clone());
     config.crash_model = args.crash_model;
     config.passthrough = args.passthrough == "auto";

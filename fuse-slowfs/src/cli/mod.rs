@@ -187,9 +187,16 @@ struct FaultArgs {
     /// Let other users use the mount; the kernel then enforces file modes.
     #[arg(long)]
     allow_other: bool,
-    /// FUSE worker threads (delays and hangs do not occupy them).
-    #[arg(long, default_value_t = 4)]
-    threads: usize,
+    /// FUSE worker threads (delays and hangs do not occupy them); the same as
+    /// `--tune threads=N`.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// A FUSE setting, for benchmarks; may be repeated. KEY=VALUE with KEY one of
+    /// max-write (default 1MiB), max-background (1024), writeback-cache (on),
+    /// kill-priv-v2 (on), threads (4), clone-fd (off). The defaults are what
+    /// bench/fuse-tuning.sh measured best.
+    #[arg(long = "tune", value_name = "KEY=VALUE")]
+    tune: Vec<String>,
     /// Control socket path (default: /run/slowfs/HASH.sock, found by `slowfs ctl MNT`).
     #[arg(long)]
     ctl_socket: Option<PathBuf>,

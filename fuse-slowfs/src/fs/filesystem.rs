@@ -23,12 +23,6 @@ use super::{attr, file_type, Inner, SlowFs};
 use crate::stats::Outcome;
 
 const GENERATION: Generation = Generation(0);
-/// Largest request the kernel may send, and the readahead window.
-const MAX_IO: u32 = 1 << 20;
-/// Asynchronous requests (readahead, writeback, io_uring and AIO direct I/O) the
-/// kernel keeps in flight to the daemon. Delays do not hold threads, so a high cap
-/// lets async callers overlap many delayed requests instead of queueing at 64.
-const MAX_BACKGROUND: u16 = 1024;
 
 /// The caller of a request that creates something: new files belong to it.
 #[derive(Clone, Copy)]
@@ -158,26 +152,29 @@ fn time_spec(time: Option<TimeOrNow>) -> libc::timespec {
 
 impl Filesystem for SlowFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        let _ = config.set_max_write(MAX_IO);
-        let _ = config.set_max_readahead(MAX_IO);
-        let _ = config.set_max_background(MAX_BACKGROUND);
-        let _ = config.set_congestion_threshold(MAX_BACKGROUND / 4 * 3);
+        let tuning = self.inner.tuning;
+        let _ = config.set_max_write(tuning.max_write);
+        let _ = config.set_max_readahead(tuning.max_write);
+        let _ = config.set_max_background(tuning.max_background);
+        let _ = config.set_congestion_threshold((tuning.max_background / 4 * 3).max(1));
         let mut wanted = InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_ASYNC_DIO
             | InitFlags::FUSE_AUTO_INVAL_DATA
-            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+        if tuning.kill_priv_v2 {
             // The daemon drops set-user/group-ID itself (see sys::drop_privileges);
             // in return the kernel stops asking for security.capability before
             // every write (SB_NOSEC), a round trip that halved passthrough writes.
-            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
+            wanted |= InitFlags::FUSE_HANDLE_KILLPRIV_V2;
+        }
         let passthrough = self.inner.passthrough_wanted
             && config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH)
             && config.set_max_stack_depth(1).is_ok();
         if passthrough {
             // The kernel offers passthrough only without the writeback cache.
             wanted |= InitFlags::FUSE_PASSTHROUGH;
-        } else if self.inner.writeback_wanted {
+        } else if tuning.writeback_cache && self.inner.writeback_allowed {
             // Small writes gather in the page cache. Files a data rule touches are
             // opened direct-I/O, which bypasses it, so faults still reach callers.
             wanted |= InitFlags::FUSE_WRITEBACK_CACHE;

@@ -38,8 +38,11 @@ pub struct Inner {
     pub scheduler: Scheduler,
     /// The process umask at mount time: modes are re-applied when it would mask them.
     umask: u32,
-    /// Whether to ask the kernel for its writeback cache.
-    writeback_wanted: bool,
+    /// The FUSE settings to negotiate.
+    tuning: crate::Tuning,
+    /// Whether the writeback cache may be used at all (not while recording: the
+    /// log must see writes in program order).
+    writeback_allowed: bool,
     /// Whether the kernel granted it.
     writeback: std::sync::atomic::AtomicBool,
     /// The operation log, on a recording mount.
@@ -63,7 +66,7 @@ impl SlowFs {
     pub fn new(
         backing: &Path,
         plan: Arc<FaultPlan>,
-        writeback_cache: bool,
+        tuning: crate::Tuning,
         record: bool,
         crash_model: bool,
         passthrough: bool,
@@ -92,7 +95,8 @@ impl SlowFs {
                 stats: Stats::default(),
                 scheduler: Scheduler::new()?,
                 umask,
-                writeback_wanted: writeback_cache,
+                tuning,
+                writeback_allowed: !record && !crash_model,
                 writeback: Default::default(),
                 recorder: (record || crash_model).then(recorder::Recorder::default),
                 passthrough_wanted: passthrough && !crash_model && !record,

@@ -1,0 +1,158 @@
+//! FUSE tuning: the INIT settings and session options slowfs negotiates with the
+//! kernel. Each default is the one the fio table in the README measured best on the
+//! daemon path (`bench/fuse-tuning.sh` runs every alternative side by side); `slowfs
+//! mount --tune KEY=VALUE` changes one, for such measurements.
+
+use std::fmt;
+
+/// FUSE settings for one mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    /// Largest WRITE (and readahead) request, in bytes. The kernel's own default is
+    /// 128 KiB; 1 MiB quadruples the bytes per round trip of sequential writes.
+    pub max_write: u32,
+    /// Background requests (readahead, writeback, async direct I/O) the kernel keeps
+    /// in flight; its default of 12 capped io_uring reads of a delayed file at 12.
+    pub max_background: u16,
+    /// The kernel gathers small writes in its page cache and sends them in batches
+    /// (files a data rule touches bypass it; kernel passthrough excludes it).
+    pub writeback_cache: bool,
+    /// FUSE_HANDLE_KILLPRIV_V2: the daemon drops set-ID bits on writes, so the
+    /// kernel need not ask for `security.capability` before every write.
+    pub kill_priv_v2: bool,
+    /// FUSE worker threads. Delays and hangs do not occupy them; blocking syscalls
+    /// (fsync, reads from disk) do, so one thread would serialise unrelated files.
+    pub threads: usize,
+    /// One `/dev/fuse` fd per worker thread instead of a shared one.
+    pub clone_fd: bool,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            max_write: 1 << 20,
+            max_background: 1024,
+            writeback_cache: true,
+            kill_priv_v2: true,
+            threads: 4,
+            clone_fd: false,
+        }
+    }
+}
+
+/// The settings `--tune` knows, with what each takes.
+pub const KEYS: &[(&str, &str)] = &[
+    ("max-write", "a size from 4KiB to 1MiB"),
+    ("max-background", "a count from 1 to 65535"),
+    ("writeback-cache", "on or off"),
+    ("kill-priv-v2", "on or off"),
+    ("threads", "a count from 1 to 256"),
+    ("clone-fd", "on or off"),
+];
+
+/// A `--tune` setting that could not be applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TuningError {
+    setting: String,
+    problem: String,
+}
+
+impl fmt::Display for TuningError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "--tune '{}': {}", self.setting, self.problem)
+    }
+}
+
+impl std::error::Error for TuningError {}
+
+impl Tuning {
+    /// Applies one `KEY=VALUE` setting (see [`KEYS`]).
+    ///
+    /// ```
+    /// let mut tuning = slowfs::Tuning::default();
+    /// tuning.set("max-write=128KiB").unwrap();
+    /// tuning.set("writeback-cache=off").unwrap();
+    /// assert_eq!((tuning.max_write, tuning.writeback_cache), (128 << 10, false));
+    /// let err = tuning.set("max-writes=1MiB").unwrap_err().to_string();
+    /// assert!(err.contains("unknown setting 'max-writes'"), "{err}");
+    /// ```
+    pub fn set(&mut self, setting: &str) -> Result<(), TuningError> {
+        let fail = |problem: String| TuningError {
+            setting: setting.to_string(),
+            problem,
+        };
+        let Some((key, value)) = setting.split_once('=') else {
+            return Err(fail("expected KEY=VALUE, e.g. writeback-cache=off".into()));
+        };
+        let expected = KEYS
+            .iter()
+            .find(|(known, _)| *known == key)
+            .map(|(_, expected)| *expected)
+            .ok_or_else(|| {
+                let known: Vec<_> = KEYS.iter().map(|(k, _)| *k).collect();
+                fail(format!(
+                    "unknown setting '{key}' (known: {})",
+                    known.join(", ")
+                ))
+            })?;
+        let bad = || fail(format!("{key} takes {expected}, not '{value}'"));
+        let switch = || match value {
+            "on" => Ok(true),
+            "off" => Ok(false),
+            _ => Err(bad()),
+        };
+        let count = |max: u64| {
+            value
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=max).contains(n))
+                .ok_or_else(bad)
+        };
+        match key {
+            "max-write" => {
+                let bytes = fault_inject::parse_size(value).map_err(|_| bad())?;
+                if !(4096..=1 << 20).contains(&bytes) {
+                    return Err(bad());
+                }
+                self.max_write = bytes as u32;
+            }
+            "max-background" => self.max_background = count(u16::MAX as u64)? as u16,
+            "writeback-cache" => self.writeback_cache = switch()?,
+            "kill-priv-v2" => self.kill_priv_v2 = switch()?,
+            "threads" => self.threads = count(256)? as usize,
+            "clone-fd" => self.clone_fd = switch()?,
+            _ => unreachable!("every key in KEYS is handled"),
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_settings_say_what_is_expected() {
+        let mut tuning = Tuning::default();
+        let err = |s: &str| Tuning::default().set(s).unwrap_err().to_string();
+        assert_eq!(
+            err("threads"),
+            "--tune 'threads': expected KEY=VALUE, e.g. writeback-cache=off"
+        );
+        assert_eq!(
+            err("threads=0"),
+            "--tune 'threads=0': threads takes a count from 1 to 256, not '0'"
+        );
+        assert_eq!(
+            err("clone-fd=yes"),
+            "--tune 'clone-fd=yes': clone-fd takes on or off, not 'yes'"
+        );
+        assert_eq!(
+            err("max-write=2MiB"),
+            "--tune 'max-write=2MiB': max-write takes a size from 4KiB to 1MiB, not '2MiB'"
+        );
+        tuning.set("threads=1").unwrap();
+        tuning.set("max-background=12").unwrap();
+        assert_eq!((tuning.threads, tuning.max_background), (1, 12));
+    }
+}

@@ -1,6 +1,6 @@
 //! FUSE tuning: the INIT settings and session options slowfs negotiates with the
 //! kernel. Each default is the one the fio table in the README measured best on the
-//! daemon path (`bench/fuse-tuning.sh` runs every alternative side by side); `slowfs
+//! daemon path (`bench/fio.sh tuning` runs every alternative side by side); `slowfs
 //! mount --tune KEY=VALUE` changes one, for such measurements.
 
 use std::fmt;

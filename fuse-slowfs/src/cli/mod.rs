@@ -194,7 +194,7 @@ struct FaultArgs {
     /// A FUSE setting, for benchmarks; may be repeated. KEY=VALUE with KEY one of
     /// max-write (default 1MiB), max-background (1024), writeback-cache (on),
     /// kill-priv-v2 (on), threads (4), clone-fd (off). The defaults are what
-    /// bench/fuse-tuning.sh measured best.
+    /// `bench/fio.sh tuning` measured best (see README).
     #[arg(long = "tune", value_name = "KEY=VALUE")]
     tune: Vec<String>,
     /// Control socket path (default: /run/slowfs/HASH.sock, found by `slowfs ctl MNT`).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): one fio job file (bench/fio.fio) on several targets, in
-# one run of ROUNDS rounds that visit the targets in turn, so that a noisy minute of
-# the shared machine lands on every target alike. Prints the median MiB/s per job
+# one run of ROUNDS rounds that visit the targets in turn (each round from another
+# starting target, after a sync), so that a noisy minute of the shared machine lands
+# on every target alike. Prints the median MiB/s per job
 # and target, its ratio to native in the same round, and that ratio's spread.
 #
 # Usage: [ROUNDS=3] [RUNTIME=4] [PASSTHROUGH_LL=path] bench/fio.sh [table|tuning] [OUT.json]
@@ -72,10 +73,14 @@ stop_target() {
   grep -q " $mnt " /proc/mounts && umount "$mnt" || true
 }
 
+count=${#targets[@]}
 for round in $(seq "$rounds"); do
-  for i in "${!targets[@]}"; do
+  # Each round starts at another target, so none always follows the same one.
+  for k in $(seq 0 $((count - 1))); do
+    i=$(( (k + round - 1) % count ))
     name=${targets[$i]%%|*}; how=${targets[$i]#*|}
     echo "round $round/$rounds: $name" >&2
+    sync # the previous target's dirty pages must not be written back on this one's time
     # shellcheck disable=SC2086 # $how is a word list on purpose
     start_target $how
     DIR=$dir fio --output-format=json --output="$work/$i.$round.json" bench/fio.fio >/dev/null

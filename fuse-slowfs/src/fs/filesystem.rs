@@ -560,8 +560,10 @@ impl Filesystem for SlowFs {
                 if truncate && unprivileged {
                     sys::drop_privileges(sys::raw(&fd))?;
                 }
-                // Writes to a set-ID file must reach the daemon, which drops the bits.
-                let privileged = sys::is_privileged(sys::stat_fd(sys::raw(&fd))?.st_mode);
+                // Writes to a set-ID file must reach the daemon, which drops the bits
+                // (asked only when passthrough is on the table: a stat per open).
+                let privileged =
+                    passthrough && sys::is_privileged(sys::stat_fd(sys::raw(&fd))?.st_mode);
                 Ok((inode, fd, privileged))
             });
             let (inode, fd, privileged) = match opened {

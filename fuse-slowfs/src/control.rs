@@ -1,7 +1,7 @@
 //! The control socket: `slowfs ctl MOUNTPOINT ...` talks to a running mount over a
 //! Unix socket (mode 0600), one JSON request and one JSON acknowledgement per line.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -39,7 +39,16 @@ pub enum Command {
     Crash,
     /// What a crash now would lose (strict crash model).
     Durable,
+    /// Who serves this mount: process id, mountpoint, whether its session ended.
+    Info,
+    /// Release every parked request and unmount; the daemon then exits.
+    Shutdown,
 }
+
+/// Most bytes one request line may have: a longer one is refused unread.
+pub const MAX_LINE: usize = 1 << 20;
+/// Most connections served at once: more get an error reply and are closed.
+pub const MAX_CONNECTIONS: usize = 64;
 
 /// The acknowledgement of a request.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -108,32 +117,95 @@ pub struct ControlServer {
     thread: Option<JoinHandle<()>>,
 }
 
-impl ControlServer {
-    /// Listens on `path` for commands to the mount behind `inner`.
-    pub fn start(path: PathBuf, inner: Arc<Inner>) -> std::io::Result<ControlServer> {
-        if let Some(dir) = path.parent().filter(|dir| !dir.exists()) {
-            // A directory of our own making is private; an existing one is left as it is.
-            std::fs::create_dir_all(dir)?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+/// What the control server needs to end its mount (`Shutdown`).
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// The mount's state.
+    pub inner: Arc<Inner>,
+    /// Where it is mounted.
+    pub mountpoint: PathBuf,
+    /// The FUSE connection's device, for aborting it.
+    pub connection: Option<u64>,
+}
+
+impl Served {
+    /// Whether the mount is gone from the mount table (unmounted, also from outside).
+    fn ended(&self) -> bool {
+        !crate::mount::mounted_here(&self.mountpoint, self.connection)
+    }
+}
+
+/// Makes `path` free for a new control socket: removes it when no daemon answers
+/// there (a killed daemon's leftover), waits up to `patience` for a daemon whose
+/// mount has already ended to go away, and refuses one that still serves a mount.
+pub fn claim_socket(path: &Path, patience: Duration) -> std::io::Result<()> {
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        if UnixStream::connect(path).is_err() {
+            // Nobody listens: a stale socket (or none at all).
+            let _ = std::fs::remove_file(path);
+            return Ok(());
         }
-        if UnixStream::connect(&path).is_ok() {
+        let info = request(path, &Command::Info).ok().filter(|r| r.ok);
+        let ended = info
+            .as_ref()
+            .and_then(|r| r.data.get("ended")?.as_bool())
+            .unwrap_or(false);
+        if !ended || std::time::Instant::now() >= deadline {
+            let who = info
+                .map(|r| r.message)
+                .unwrap_or_else(|| "another slowfs".into());
             return Err(std::io::Error::new(
                 std::io::ErrorKind::AddrInUse,
                 format!(
-                    "control socket {} is in use by another slowfs",
+                    "control socket {} is in use by {who}; unmount that one first                      (`slowfs umount MOUNTPOINT`) or pass another --ctl-socket",
                     path.display()
                 ),
             ));
         }
-        let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path)?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Removes sockets in the runtime directory that no daemon listens on any more
+/// (left by daemons that were killed).
+pub fn sweep_stale_sockets() {
+    let Ok(entries) = std::fs::read_dir(runtime_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "sock") && UnixStream::connect(&path).is_err() {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+impl ControlServer {
+    /// Creates the socket's directory (private) if it does not exist.
+    pub fn prepare_dir(path: &Path) -> std::io::Result<()> {
+        if let Some(dir) = path.parent().filter(|dir| !dir.exists()) {
+            // A directory of our own making is private; an existing one is left as it is.
+            std::fs::create_dir_all(dir).map_err(|e| with_path(e, "creating", dir))?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| with_path(e, "setting the mode of", dir))?;
+        }
+        Ok(())
+    }
+
+    /// Listens on `path` (see [`claim_socket`]) for commands to the mount `served`.
+    pub fn start(path: PathBuf, served: Served) -> std::io::Result<ControlServer> {
+        Self::prepare_dir(&path)?;
+        claim_socket(&path, Duration::from_secs(5))?;
+        let listener = UnixListener::bind(&path).map_err(|e| with_path(e, "binding", &path))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| with_path(e, "setting the mode of", &path))?;
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
                 .name("slowfs-ctl".into())
-                .spawn(move || serve(listener, inner, stop))?
+                .spawn(move || serve(listener, served, stop))?
         };
         Ok(ControlServer {
             path,
@@ -160,38 +232,125 @@ impl Drop for ControlServer {
     }
 }
 
-fn serve(listener: UnixListener, inner: Arc<Inner>, stop: Arc<AtomicBool>) {
+fn with_path(e: std::io::Error, doing: &str, path: &Path) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{doing} {}: {e}", path.display()))
+}
+
+fn serve(listener: UnixListener, served: Served, stop: Arc<AtomicBool>) {
+    let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for stream in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             return;
         }
-        let Ok(stream) = stream else { continue };
-        let inner = Arc::clone(&inner);
-        let _ = std::thread::Builder::new()
+        let Ok(mut stream) = stream else { continue };
+        if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            active.fetch_sub(1, Ordering::SeqCst);
+            let busy = Response::fail(format!(
+                "too many control connections (at most {MAX_CONNECTIONS} at once); close idle ones and retry"
+            ));
+            let _ = send(&mut stream, &busy);
+            continue;
+        }
+        let served = served.clone();
+        let active = Arc::clone(&active);
+        let spawned = std::thread::Builder::new()
             .name("slowfs-ctl-conn".into())
             .spawn(move || {
-                let _ = converse(stream, &inner);
+                let _ = converse(stream, &served);
+                active.fetch_sub(1, Ordering::SeqCst);
             });
+        if spawned.is_err() {
+            tracing::warn!("control: cannot start a connection thread");
+        }
     }
 }
 
-fn converse(stream: UnixStream, inner: &Inner) -> std::io::Result<()> {
+fn send(stream: &mut UnixStream, response: &Response) -> std::io::Result<()> {
+    let mut text = serde_json::to_string(response).expect("responses serialize");
+    text.push('\n');
+    stream.write_all(text.as_bytes())
+}
+
+fn converse(stream: UnixStream, served: &Served) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     let mut writer = stream.try_clone()?;
-    for line in BufReader::new(stream).lines() {
-        let line = line?;
-        if line.trim().is_empty() {
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = Vec::new();
+        // At most MAX_LINE bytes are read, whatever the peer sends.
+        (&mut reader)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)?;
+        if line.is_empty() {
+            return Ok(());
+        }
+        if line.len() > MAX_LINE {
+            let refused = Response::fail(format!(
+                "request longer than {} bytes; refused (one JSON command per line)",
+                MAX_LINE
+            ));
+            return send(&mut writer, &refused);
+        }
+        let text = String::from_utf8_lossy(&line);
+        if text.trim().is_empty() {
             continue;
         }
-        let response = match serde_json::from_str::<Command>(&line) {
-            Ok(command) => execute(inner, command),
-            Err(e) => Response::fail(format!("bad request {line:?}: {e}")),
+        let response = match serde_json::from_str::<Command>(&text) {
+            Ok(command) => execute_served(served, command),
+            Err(e) => {
+                let shown: String = text.trim().chars().take(80).collect();
+                Response::fail(format!("bad request '{shown}': {e}"))
+            }
         };
-        let mut text = serde_json::to_string(&response).expect("responses serialize");
-        text.push('\n');
-        writer.write_all(text.as_bytes())?;
+        send(&mut writer, &response)?;
     }
-    Ok(())
+}
+
+/// Carries out a command that may concern the mount's life, not only its state.
+fn execute_served(served: &Served, command: Command) -> Response {
+    match command {
+        Command::Info => {
+            let ended = served.ended();
+            Response::ok(
+                format!(
+                    "slowfs pid {} serving {}{}",
+                    std::process::id(),
+                    served.mountpoint.display(),
+                    if ended { " (unmounted, exiting)" } else { "" }
+                ),
+                serde_json::json!({
+                    "pid": std::process::id(),
+                    "mountpoint": served.mountpoint,
+                    "ended": ended,
+                }),
+            )
+        }
+        Command::Shutdown => {
+            let parked = served.inner.scheduler.waiting();
+            // Parked requests answer at once, so nothing waits on a fault.
+            served.inner.scheduler.shutdown();
+            let unmounted = if served.ended() {
+                Ok(())
+            } else {
+                crate::mount::unmount(&served.mountpoint, served.connection)
+            };
+            match unmounted {
+                Ok(()) => Response::ok(
+                    format!(
+                        "released {parked} parked request(s) and unmounted {}; pid {} exits",
+                        served.mountpoint.display(),
+                        std::process::id()
+                    ),
+                    serde_json::json!({ "released": parked, "pid": std::process::id() }),
+                ),
+                Err(e) => Response::fail(format!(
+                    "released {parked} parked request(s) but unmounting {} failed: {e}",
+                    served.mountpoint.display()
+                )),
+            }
+        }
+        command => execute(&served.inner, command),
+    }
 }
 
 /// Carries out one command against a mount.
@@ -283,6 +442,9 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
                 Response::fail("this mount has no crash model (start it with --crash-model strict)")
             }
         },
+        Command::Info | Command::Shutdown => {
+            Response::fail("this command needs the mount's control server")
+        }
         Command::Release => {
             let released = inner.scheduler.release();
             Response::ok(

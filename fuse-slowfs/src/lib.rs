@@ -22,7 +22,9 @@
 pub mod control;
 pub mod explore;
 pub(crate) mod fs;
+pub mod limits;
 pub mod mount;
+pub mod mount_table;
 mod scheduler;
 pub mod stats;
 pub mod tuning;

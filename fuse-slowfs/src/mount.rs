@@ -10,8 +10,9 @@ use std::sync::Arc;
 use fault_inject::{Action, FaultPlan, FaultSpec};
 use fuser::{Config, MountOption, SessionACL};
 
-use crate::control::{default_socket, ControlServer};
+use crate::control::{default_socket, ControlServer, Served};
 use crate::fs::{Inner, SlowFs};
+pub use crate::mount_table::{slowfs_mount_entries, slowfs_mounts, MountEntry};
 use crate::stats::StatsReport;
 
 /// The source name slowfs mounts carry in `/proc/mounts`.
@@ -114,6 +115,31 @@ impl Mount {
             ));
         }
         let mountpoint = config.mountpoint.canonicalize()?;
+        if let Some(live) = crate::mount_table::slowfs_at(&mountpoint) {
+            let by = live
+                .user_id
+                .map(|u| format!(" (mounted by uid {u})"))
+                .unwrap_or_default();
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} already has a slowfs mounted on it{by}; unmount it first \
+                     (`slowfs umount {}`) or choose another mountpoint",
+                    mountpoint.display(),
+                    mountpoint.display()
+                ),
+            ));
+        }
+        // The control socket is claimed before mounting, so a refusal touches nothing.
+        crate::control::sweep_stale_sockets();
+        let socket = config
+            .control
+            .clone()
+            .map(|socket| socket.unwrap_or_else(|| default_socket(&mountpoint)));
+        if let Some(socket) = &socket {
+            ControlServer::prepare_dir(socket)?;
+            crate::control::claim_socket(socket, std::time::Duration::from_secs(5))?;
+        }
         let seed = config.spec.seed.unwrap_or(config.default_seed);
         let plan = Arc::new(FaultPlan::new(seed, config.spec.rules.iter().cloned()));
         let fs = SlowFs::new(
@@ -157,9 +183,13 @@ impl Mount {
             control: None,
             session: Some(session),
         };
-        if let Some(socket) = config.control {
-            let socket = socket.unwrap_or_else(|| default_socket(&mountpoint));
-            mount.control = Some(ControlServer::start(socket, inner)?);
+        if let Some(socket) = socket {
+            let served = Served {
+                inner,
+                mountpoint: mountpoint.clone(),
+                connection,
+            };
+            mount.control = Some(ControlServer::start(socket, served)?);
         }
         Ok(mount)
     }
@@ -243,7 +273,13 @@ impl Mount {
         self.control.take();
         // Parked requests answer at once, so nothing waits on a fault while we unmount.
         self.inner.scheduler.shutdown();
-        let result = unmount(&self.mountpoint, self.connection);
+        // Only our own mount: once unmounted from outside, the mountpoint may already
+        // carry a new mount, which a blind unmount by path would take down.
+        let result = if mounted_here(&self.mountpoint, self.connection) {
+            unmount(&self.mountpoint, self.connection)
+        } else {
+            Ok(())
+        };
         let _ = session.join();
         result
     }
@@ -280,6 +316,13 @@ fn check_dir(path: &Path, what: &str) -> io::Result<()> {
     }
 }
 
+/// Whether the slowfs of FUSE connection `connection` is still mounted at
+/// `mountpoint` (and not another one mounted there since).
+pub(crate) fn mounted_here(mountpoint: &Path, connection: Option<u64>) -> bool {
+    crate::mount_table::slowfs_at(mountpoint)
+        .is_some_and(|entry| connection.is_none_or(|dev| entry.connection == libc::minor(dev)))
+}
+
 /// Unmounts a slowfs: a plain unmount when nothing holds it; when something does
 /// (a process with a file open or its cwd inside), detach it and abort the FUSE
 /// connection so that the daemon ends and every pending request fails with ENOTCONN.
@@ -299,10 +342,16 @@ pub fn unmount(mountpoint: &Path, connection: Option<u64>) -> io::Result<()> {
     }
 }
 
-/// Aborts a FUSE connection through fusectl (mounting fusectl if needed).
-fn abort_connection(dev: u64) {
+/// Aborts a FUSE connection through fusectl (mounting fusectl if needed): every
+/// request still pending fails with ENOTCONN, so no caller stays blocked.
+pub fn abort_connection(dev: u64) {
+    abort_connection_minor(libc::minor(dev));
+}
+
+/// [`abort_connection`] by the connection's device minor (the mount table's).
+pub fn abort_connection_minor(minor: u32) {
     let connections = Path::new("/sys/fs/fuse/connections");
-    let abort = connections.join(libc::minor(dev).to_string()).join("abort");
+    let abort = connections.join(minor.to_string()).join("abort");
     if !abort.exists() {
         let _ = nix::mount::mount(
             Some("fusectl"),
@@ -315,42 +364,6 @@ fn abort_connection(dev: u64) {
     if let Err(e) = std::fs::write(&abort, "1") {
         tracing::warn!("cannot abort FUSE connection {}: {e}", abort.display());
     }
-}
-
-/// Every slowfs mount in `/proc/mounts`.
-pub fn slowfs_mounts() -> Vec<PathBuf> {
-    let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
-        return Vec::new();
-    };
-    mounts
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split(' ');
-            (fields.next()? == FSNAME).then(|| fields.next().map(unescape_mount_path))?
-        })
-        .collect()
-}
-
-/// `/proc/mounts` writes spaces and the like as octal escapes (`\040`).
-fn unescape_mount_path(field: &str) -> PathBuf {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && i + 3 < bytes.len()
-            && bytes[i + 1..i + 4].iter().all(u8::is_ascii_digit)
-        {
-            let code = u8::from_str_radix(&field[i + 1..i + 4], 8).unwrap_or(b'?');
-            out.push(code);
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    use std::os::unix::ffi::OsStringExt;
-    PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 /// Unmounts a slowfs whatever state it is in, including one whose daemon died

@@ -32,6 +32,13 @@ pub struct Tuning {
     /// One `/dev/fuse` fd per worker thread instead of a shared one (measured no
     /// different: the kernel still has one request queue).
     pub clone_fd: bool,
+    /// Reopen evicted inodes by kernel file handle (`open_by_handle_at`, needs
+    /// CAP_DAC_READ_SEARCH and a filesystem that exports handles); `off`, or where
+    /// handles are unavailable, by the name each inode was last seen under.
+    pub file_handles: bool,
+    /// How many inode fds the daemon keeps open at most; `0`: half of what the
+    /// open-file limit (raised to its hard limit at start) leaves after a reserve.
+    pub fd_cache: usize,
 }
 
 impl Default for Tuning {
@@ -43,6 +50,8 @@ impl Default for Tuning {
             kill_priv_v2: true,
             threads: 4,
             clone_fd: false,
+            file_handles: true,
+            fd_cache: 0,
         }
     }
 }
@@ -55,6 +64,11 @@ pub const KEYS: &[(&str, &str)] = &[
     ("kill-priv-v2", "on or off"),
     ("threads", "a count from 1 to 256"),
     ("clone-fd", "on or off"),
+    ("file-handles", "on or off"),
+    (
+        "fd-cache",
+        "a count from 16 to 1048576, or 0 for the default",
+    ),
 ];
 
 /// A `--tune` setting that could not be applied.
@@ -128,6 +142,13 @@ impl Tuning {
             "kill-priv-v2" => self.kill_priv_v2 = switch()?,
             "threads" => self.threads = count(256)? as usize,
             "clone-fd" => self.clone_fd = switch()?,
+            "file-handles" => self.file_handles = switch()?,
+            "fd-cache" => {
+                self.fd_cache = match value.parse::<usize>() {
+                    Ok(n) if n == 0 || (16..=1 << 20).contains(&n) => n,
+                    _ => return Err(bad()),
+                }
+            }
             _ => unreachable!("every key in KEYS is handled"),
         }
         Ok(())

@@ -2,8 +2,9 @@
 
 use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use fault_inject::{FaultSpec, PROFILES};
@@ -229,16 +230,115 @@ pub fn check(file: PathBuf) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn umount(mountpoint: Option<PathBuf>, all: bool) -> anyhow::Result<ExitCode> {
-    let targets = match (mountpoint, all) {
-        (Some(mp), false) => vec![mp],
-        (None, true) => slowfs::mount::slowfs_mounts(),
-        _ => bail!("give a mountpoint or --all"),
+/// Ends the slowfs at `mountpoint`: asks a live daemon to release its parked
+/// requests, unmount and exit, and waits for it; detaches a dead or silent one.
+pub fn umount(
+    mountpoint: &Path,
+    socket: Option<PathBuf>,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
+    let Some(entry) = slowfs::mount_table::slowfs_at(mountpoint) else {
+        bail!(
+            "no slowfs is mounted at {} (`grep '^slowfs ' /proc/mounts` lists them)",
+            mountpoint.display()
+        );
     };
-    for target in targets {
-        slowfs::mount::force_unmount(&target)
-            .with_context(|| format!("unmounting {}", target.display()))?;
-        println!("unmounted {}", target.display());
+    end_mount(&entry, socket, timeout)
+}
+
+/// `umount --all`: every dead slowfs mount; with `force`, live ones too (the
+/// caller's own, or everyone's as root).
+pub fn umount_all(force: bool, timeout: Duration) -> anyhow::Result<ExitCode> {
+    // SAFETY: plain id query.
+    let uid = unsafe { libc::geteuid() };
+    let mut failed = false;
+    let mut skipped = 0;
+    for entry in slowfs::mount_table::slowfs_mount_entries() {
+        let mine = uid == 0 || entry.user_id == Some(uid);
+        if entry.is_dead() || (force && mine) {
+            failed |= end_mount(&entry, None, timeout)? != ExitCode::SUCCESS;
+        } else {
+            skipped += 1;
+            let why = if mine {
+                "live (--force ends it)"
+            } else {
+                "live, another user's"
+            };
+            println!("kept {}: {why}", entry.mountpoint.display());
+        }
     }
+    if skipped == 0 && !failed {
+        println!("no slowfs mounts left");
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn end_mount(
+    entry: &slowfs::mount_table::MountEntry,
+    socket: Option<PathBuf>,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
+    let mountpoint = &entry.mountpoint;
+    if entry.is_dead() {
+        detach(entry)?;
+        println!(
+            "unmounted {}: its daemon was gone; removed the dead mount",
+            mountpoint.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let socket = socket.unwrap_or_else(|| default_socket(mountpoint));
+    let answer = request(&socket, &CtlCommand::Shutdown).ok();
+    let Some(answer) = answer.filter(|a| a.ok) else {
+        detach(entry)?;
+        println!(
+            "unmounted {}: no daemon answered at {}; detached the mount and aborted its \
+             FUSE connection (requests still pending fail with ENOTCONN)",
+            mountpoint.display(),
+            socket.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    println!("{}", answer.message);
+    let Some(pid) = answer.data.get("pid").and_then(|p| p.as_i64()) else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let started = Instant::now();
+    while process_alive(pid as i32) {
+        if started.elapsed() > timeout {
+            eprintln!(
+                "slowfs umount: daemon pid {pid} is still running after {timeout:?}; \
+                 `kill {pid}` ends it"
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    println!(
+        "daemon pid {pid} exited after {} ms",
+        started.elapsed().as_millis()
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Detaches a mount and aborts its FUSE connection.
+fn detach(entry: &slowfs::mount_table::MountEntry) -> anyhow::Result<()> {
+    slowfs::mount::force_unmount(&entry.mountpoint)
+        .with_context(|| format!("unmounting {}", entry.mountpoint.display()))?;
+    slowfs::mount::abort_connection_minor(entry.connection);
+    Ok(())
+}
+
+/// Whether process `pid` still runs (a zombie has ended).
+fn process_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Err(_) => false,
+    }
 }

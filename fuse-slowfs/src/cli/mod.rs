@@ -87,12 +87,28 @@ enum Command {
     /// Exits 1 when a state violates, 0 when none does, 2 when the workload fails.
     Explore(ExploreArgs),
     /// Unmount a slowfs, also a dead one whose daemon was killed.
+    ///
+    /// A live mount is asked to end through its control socket: it releases every
+    /// parked (delayed or hung) request, unmounts, and its daemon exits; `umount`
+    /// waits for that (at most --timeout). A mount whose daemon is gone, or that does
+    /// not answer, is detached and its FUSE connection aborted, so no caller stays
+    /// blocked.
     Umount {
-        /// The mountpoint; with --all, every slowfs mount.
+        /// The mountpoint.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
         mountpoint: Option<PathBuf>,
-        /// Unmount every slowfs in /proc/mounts.
+        /// Clean up every slowfs mount whose daemon is gone (killed, crashed).
         #[arg(long)]
         all: bool,
+        /// With --all: also end live mounts — your own; as root, everyone's.
+        #[arg(long, requires = "all")]
+        force: bool,
+        /// Control socket, if the mount was started with --ctl-socket.
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// How long to wait for a daemon to exit (e.g. 10s).
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        timeout: std::time::Duration,
     },
 }
 
@@ -211,6 +227,10 @@ struct FaultArgs {
     passthrough: String,
 }
 
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    fault_inject::parse_duration(text).map_err(|e| e.to_string())
+}
+
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
@@ -227,7 +247,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => commands::ctl(mountpoint, socket, action),
         Command::Profiles { name } => commands::profiles(name),
         Command::Check { file } => commands::check(file),
-        Command::Umount { mountpoint, all } => commands::umount(mountpoint, all),
+        Command::Umount {
+            mountpoint,
+            all: _,
+            force,
+            socket,
+            timeout,
+        } => match mountpoint {
+            Some(mountpoint) => commands::umount(&mountpoint, socket, timeout),
+            None => commands::umount_all(force, timeout),
+        },
         Command::Explore(args) => explore::explore(args),
     }
 }

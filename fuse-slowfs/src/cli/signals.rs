@@ -27,7 +27,7 @@ pub fn block_termination() -> SigSet {
 pub fn wait_unless(set: &SigSet, ended: impl Fn() -> bool) -> Option<Signal> {
     let timeout = libc::timespec {
         tv_sec: 0,
-        tv_nsec: 250_000_000,
+        tv_nsec: 50_000_000,
     };
     loop {
         // SAFETY: `set` is an initialised sigset; no siginfo is asked for.

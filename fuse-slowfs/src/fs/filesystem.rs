@@ -17,7 +17,7 @@ use fuser::{
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use super::inodes::Inode;
+use super::inodes::Node;
 use super::sys::{self, check, cvt, SysResult};
 use super::{attr, file_type, Inner, SlowFs};
 use crate::stats::Outcome;
@@ -43,9 +43,10 @@ impl Caller {
 impl Inner {
     /// Looks `name` up in `parent` and registers the inode: the reply of lookup,
     /// mkdir, mknod, symlink and link.
-    fn entry(&self, parent: u64, dir: &Inode, name: &OsStr) -> SysResult<fuser::FileAttr> {
+    fn entry(&self, parent: u64, dir: &Node, name: &OsStr) -> SysResult<fuser::FileAttr> {
         let cname = sys::component(name)?;
-        let fd = sys::openat(dir.raw(), &cname, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+        let fd =
+            self.with_fds(|| sys::openat(dir.raw(), &cname, libc::O_PATH | libc::O_NOFOLLOW, 0))?;
         let st = sys::stat_fd(sys::raw(&fd))?;
         let ino = self
             .inodes
@@ -57,7 +58,7 @@ impl Inner {
     /// daemon creates as itself, so ownership and masked mode bits are fixed up here.
     fn adopt(
         &self,
-        dir: &Inode,
+        dir: &Node,
         name: &CStr,
         caller: Caller,
         mode: u32,
@@ -463,6 +464,11 @@ impl Filesystem for SlowFs {
                     let to = inner.inodes.get(newparent)?;
                     let (cname, cnew) = (sys::component(&name)?, sys::component(&newname)?);
                     let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
+                    // A file renamed over loses the name it is reopened by: keep its fd.
+                    let displaced = (!exchange)
+                        .then(|| inner.inodes.at(newparent.0, &newname))
+                        .flatten()
+                        .and_then(|ino| inner.inodes.get(INodeNo(ino)).ok());
                     // What moves, for the log: looked up before the names change.
                     let moving = inner.recording().then(|| {
                         let node = sys::stat_at(from.raw(), &cname, 0).ok()?.st_ino;
@@ -492,6 +498,9 @@ impl Filesystem for SlowFs {
                             exchanged,
                         })
                     });
+                    if let Some(displaced) = displaced {
+                        inner.inodes.pin(&displaced);
+                    }
                     inner
                         .inodes
                         .renamed((parent.0, &name), (newparent.0, &newname), exchange);
@@ -556,7 +565,9 @@ impl Filesystem for SlowFs {
         inner.serve(Op::Open, &path, 0, &[], reply, move |inner, done, _, _| {
             let truncate = flags.0 & libc::O_TRUNC != 0;
             let opened = inner.inodes.get(ino).and_then(|inode| {
-                let fd = sys::reopen(inode.raw(), backing_flags(flags.0, inner.writeback()))?;
+                let fd = inner.with_fds(|| {
+                    sys::reopen(inode.raw(), backing_flags(flags.0, inner.writeback()))
+                })?;
                 if truncate && unprivileged {
                     sys::drop_privileges(sys::raw(&fd))?;
                 }
@@ -743,7 +754,11 @@ impl Filesystem for SlowFs {
                 let result = inner
                     .inodes
                     .get(ino)
-                    .and_then(|i| sys::openat(i.raw(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0))
+                    .and_then(|i| {
+                        inner.with_fds(|| {
+                            sys::openat(i.raw(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)
+                        })
+                    })
                     .map(|fd| inner.handles.insert(fd, None));
                 done.respond(inner, result, |r, fh| {
                     r.opened(fh, FopenFlags::empty());
@@ -784,7 +799,8 @@ impl Filesystem for SlowFs {
                 for (i, (entry_ino, kind, name)) in
                     listing.entries.iter().enumerate().skip(offset as usize)
                 {
-                    if reply.add(INodeNo(*entry_ino), i as u64 + 1, *kind, name) {
+                    let shown = inner.inodes.entry_number(*entry_ino);
+                    if reply.add(INodeNo(shown), i as u64 + 1, *kind, name) {
                         break;
                     }
                 }
@@ -986,12 +1002,16 @@ impl Filesystem for SlowFs {
                 let result = (|| {
                     let dir = inner.inodes.get(parent)?;
                     let cname = sys::component(&name)?;
-                    let fd: OwnedFd = sys::openat(
-                        dir.raw(),
-                        &cname,
-                        backing_flags(flags, inner.writeback()) | libc::O_CREAT | libc::O_NOFOLLOW,
-                        mode,
-                    )?;
+                    let fd: OwnedFd = inner.with_fds(|| {
+                        sys::openat(
+                            dir.raw(),
+                            &cname,
+                            backing_flags(flags, inner.writeback())
+                                | libc::O_CREAT
+                                | libc::O_NOFOLLOW,
+                            mode,
+                        )
+                    })?;
                     inner.adopt(&dir, &cname, caller, mode, libc::S_IFREG)?;
                     let attr = inner.entry(parent.0, &dir, &name)?;
                     inner.record_created(parent.0, &name, &attr, NodeKind::File);
@@ -1240,8 +1260,14 @@ impl SlowFs {
         inner.serve(op, &path, 0, &[], reply, move |inner, done, _, _| {
             let result = inner.inodes.get(parent).and_then(|dir| {
                 let cname = sys::component(&name)?;
+                // The inode loses the name it is reopened by: keep its fd.
+                let victim = inner.inodes.at(parent.0, &name).map(INodeNo);
+                let victim = victim.and_then(|ino| inner.inodes.get(ino).ok());
                 // SAFETY: plain syscall with a valid C string.
                 check(unsafe { libc::unlinkat(dir.raw(), cname.as_ptr(), flags) })?;
+                if let Some(victim) = victim {
+                    inner.inodes.pin(&victim);
+                }
                 inner.record(|| {
                     Some(LogOp::Remove {
                         dir: dir.key.1,

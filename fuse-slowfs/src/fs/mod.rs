@@ -3,6 +3,7 @@
 
 mod crash;
 mod filesystem;
+mod handle;
 mod handles;
 mod inodes;
 mod passthrough;
@@ -87,9 +88,31 @@ impl SlowFs {
             libc::umask(old);
             old
         };
+        let capacity = match tuning.fd_cache {
+            0 => crate::limits::fd_cache_capacity(),
+            n => {
+                crate::limits::raise_nofile();
+                n
+            }
+        };
+        let inodes = Inodes::new(
+            root,
+            (st.st_dev, st.st_ino),
+            capacity,
+            tuning.file_handles,
+            !crash_model,
+        );
+        tracing::debug!(
+            "inodes are reopened by {}",
+            if inodes.uses_file_handles() {
+                "file handle"
+            } else {
+                "name"
+            }
+        );
         Ok(SlowFs {
             inner: Arc::new(Inner {
-                inodes: Inodes::new(root, (st.st_dev, st.st_ino)),
+                inodes,
                 handles: Handles::default(),
                 plan,
                 stats: Stats::default(),
@@ -136,6 +159,18 @@ impl Inner {
         }
     }
 
+    /// Runs `open`, and once more after closing half the cached inode fds if it
+    /// failed for want of fds: the cache must never cost a caller an open.
+    fn with_fds<T>(&self, mut open: impl FnMut() -> sys::SysResult<T>) -> sys::SysResult<T> {
+        match open() {
+            Err(Errno::EMFILE | Errno::ENFILE) => {
+                self.inodes.relieve();
+                open()
+            }
+            result => result,
+        }
+    }
+
     /// Whether this mount records operations.
     fn recording(&self) -> bool {
         self.recorder.is_some()
@@ -143,7 +178,7 @@ impl Inner {
 
     /// The node id the durability log uses for an inode: its backing inode number.
     fn node(&self, ino: u64) -> Option<u64> {
-        self.inodes.get(INodeNo(ino)).ok().map(|i| i.key.1)
+        self.inodes.key(ino).map(|key| key.1)
     }
 
     /// Open file handles right now (for leak checks).
@@ -154,6 +189,11 @@ impl Inner {
     /// Inodes the kernel holds right now.
     pub fn known_inodes(&self) -> usize {
         self.inodes.len()
+    }
+
+    /// Backing fds the inode cache holds open right now.
+    pub fn cached_fds(&self) -> usize {
+        self.inodes.cached_fds()
     }
 
     /// Mount-relative path of an inode, computed only when a rule could care.

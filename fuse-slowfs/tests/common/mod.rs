@@ -1,6 +1,8 @@
 //! A real slowfs mount over a temporary backing directory, for tests.
 #![allow(dead_code)]
 
+pub mod daemon;
+
 use std::path::{Path, PathBuf};
 
 use slowfs::{Mount, MountConfig};

@@ -1,0 +1,122 @@
+//! What is mounted: the slowfs entries of `/proc/self/mountinfo`, and whether
+//! each is alive (its daemon answers) or dead (every access fails with ENOTCONN).
+
+use std::path::{Path, PathBuf};
+
+use crate::mount::FSNAME;
+
+/// One slowfs mount in the mount table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountEntry {
+    /// Where it is mounted.
+    pub mountpoint: PathBuf,
+    /// The FUSE connection's device minor: `/sys/fs/fuse/connections/N`.
+    pub connection: u32,
+    /// The user who mounted it (FUSE's `user_id=` option).
+    pub user_id: Option<u32>,
+}
+
+impl MountEntry {
+    /// Whether its daemon is gone: a `statfs` of the mountpoint (which the kernel
+    /// never answers from a cache, unlike `stat`) fails with ENOTCONN. A daemon
+    /// that does not answer within a second (a `statfs hang` rule) counts as alive.
+    pub fn is_dead(&self) -> bool {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = self.mountpoint.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(nix::sys::statfs::statfs(&path).err());
+        });
+        matches!(
+            rx.recv_timeout(std::time::Duration::from_secs(1)),
+            Ok(Some(nix::errno::Errno::ENOTCONN))
+        )
+    }
+}
+
+/// Every slowfs mount, in mount order.
+pub fn slowfs_mount_entries() -> Vec<MountEntry> {
+    let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    table.lines().filter_map(parse_line).collect()
+}
+
+/// Every slowfs mountpoint, in mount order.
+pub fn slowfs_mounts() -> Vec<PathBuf> {
+    slowfs_mount_entries()
+        .into_iter()
+        .map(|e| e.mountpoint)
+        .collect()
+}
+
+/// The slowfs mounted at `path`, if any (the last one, if stacked).
+pub fn slowfs_at(path: &Path) -> Option<MountEntry> {
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    slowfs_mount_entries()
+        .into_iter()
+        .rev()
+        .find(|e| e.mountpoint == path)
+}
+
+/// `ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER`
+fn parse_line(line: &str) -> Option<MountEntry> {
+    let (left, right) = line.split_once(" - ")?;
+    let fields: Vec<&str> = left.split(' ').collect();
+    let mut right = right.split(' ');
+    let (_fstype, source, super_options) = (right.next()?, right.next()?, right.next()?);
+    if source != FSNAME {
+        return None;
+    }
+    let connection = fields.get(2)?.split_once(':')?.1.parse().ok()?;
+    let user_id = super_options
+        .split(',')
+        .find_map(|o| o.strip_prefix("user_id="))
+        .and_then(|id| id.parse().ok());
+    Some(MountEntry {
+        mountpoint: unescape(fields.get(4)?),
+        connection,
+        user_id,
+    })
+}
+
+/// The mount table writes spaces and the like as octal escapes (`\040`).
+fn unescape(field: &str) -> PathBuf {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len()
+            && bytes[i + 1..i + 4].iter().all(u8::is_ascii_digit)
+        {
+            let code = u8::from_str_radix(&field[i + 1..i + 4], 8).unwrap_or(b'?');
+            out.push(code);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    use std::os::unix::ffi::OsStringExt;
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_slowfs_line_and_skips_others() {
+        let line = "812 29 0:77 / /tmp/a\\040b rw,nosuid,nodev,relatime shared:400 - fuse.slowfs slowfs rw,user_id=1001,group_id=1001";
+        assert_eq!(
+            parse_line(line),
+            Some(MountEntry {
+                mountpoint: "/tmp/a b".into(),
+                connection: 77,
+                user_id: Some(1001),
+            })
+        );
+        let other = "22 1 8:1 / / rw,relatime - ext4 /dev/vda rw";
+        assert_eq!(parse_line(other), None);
+    }
+}

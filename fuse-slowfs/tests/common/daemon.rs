@@ -1,0 +1,163 @@
+//! A `slowfs mount` daemon process, for tests of the command line and of limits
+//! that apply per process (open files). SIGTERM, then SIGKILL and a forced
+//! unmount on drop, also on panic.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Daemon {
+    pub child: Child,
+    pub mountpoint: PathBuf,
+    pub backing: PathBuf,
+    pub runtime_dir: PathBuf,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+pub struct Options<'a> {
+    /// `ulimit -n` for the daemon.
+    pub nofile: Option<u64>,
+    pub args: &'a [&'a str],
+}
+
+impl Default for Options<'_> {
+    fn default() -> Self {
+        Options {
+            nofile: None,
+            args: &[],
+        }
+    }
+}
+
+pub fn slowfs() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_slowfs"))
+}
+
+impl Daemon {
+    pub fn start(options: Options) -> Daemon {
+        assert!(
+            Path::new("/dev/fuse").exists(),
+            "/dev/fuse is missing: this test needs FUSE"
+        );
+        let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (backing, mountpoint, runtime_dir) = (
+            dirs[0].path().to_path_buf(),
+            dirs[1].path().to_path_buf(),
+            dirs[2].path().to_path_buf(),
+        );
+        let mut daemon = Daemon {
+            child: Self::spawn(&backing, &mountpoint, &runtime_dir, &options),
+            mountpoint,
+            backing,
+            runtime_dir,
+            _dirs: dirs,
+        };
+        daemon.wait_mounted();
+        daemon
+    }
+
+    /// Another daemon on the same directories (e.g. after the first was killed).
+    pub fn restart(&mut self, options: Options) {
+        self.child = Self::spawn(&self.backing, &self.mountpoint, &self.runtime_dir, &options);
+        self.wait_mounted();
+    }
+
+    fn spawn(backing: &Path, mountpoint: &Path, runtime: &Path, options: &Options) -> Child {
+        let mut cmd = slowfs();
+        cmd.env("SLOWFS_RUNTIME_DIR", runtime)
+            .args(["mount", "--backing"])
+            .arg(backing)
+            .args(options.args)
+            .arg(mountpoint)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(limit) = options.nofile {
+            // SAFETY: setrlimit is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let rlim = libc::rlimit {
+                        rlim_cur: limit,
+                        rlim_max: limit,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &rlim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        cmd.spawn().unwrap()
+    }
+
+    fn wait_mounted(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // Up once mounted and its control socket listens.
+        let socket = || {
+            std::fs::read_dir(&self.runtime_dir)
+                .map(|d| d.count() > 0)
+                .unwrap_or(false)
+        };
+        while !slowfs::mount::slowfs_mounts().contains(&self.mountpoint) || !socket() {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut err = String::new();
+                use std::io::Read;
+                let _ = self.child.stderr.take().unwrap().read_to_string(&mut err);
+                panic!("slowfs mount exited ({status}): {err}");
+            }
+            assert!(Instant::now() < deadline, "slowfs mount did not come up");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// `slowfs` with this daemon's runtime directory (where its socket is).
+    pub fn cli(&self) -> Command {
+        let mut cmd = slowfs();
+        cmd.env("SLOWFS_RUNTIME_DIR", &self.runtime_dir);
+        cmd
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .unwrap()
+            .count()
+    }
+
+    /// Waits (bounded) for the daemon to exit; its status.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn mounted(&self) -> bool {
+        slowfs::mount::slowfs_mounts().contains(&self.mountpoint)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.pid(), libc::SIGTERM) };
+        if self.wait_exit(Duration::from_secs(10)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        while slowfs::mount::slowfs_mounts().contains(&self.mountpoint) {
+            if slowfs::mount::force_unmount(&self.mountpoint).is_err() {
+                break;
+            }
+        }
+    }
+}

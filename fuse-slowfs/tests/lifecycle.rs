@@ -1,0 +1,178 @@
+//! The mount's life: refusing a live mountpoint, `slowfs umount` with parked
+//! requests, `umount --all` and dead mounts, stale sockets, remounting at once.
+
+mod common;
+
+use std::io::Read;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::daemon::{Daemon, Options};
+
+/// `umount --all --force` ends every live mount of root's: the tests in this file
+/// run one at a time so that none ends another's.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn a_second_mount_on_a_live_mountpoint_is_refused_and_touches_nothing() {
+    let _serial = serial();
+    let daemon = Daemon::start(Options::default());
+    std::fs::write(daemon.mountpoint.join("f"), b"first").unwrap();
+    for extra in [&[][..], &["--ctl-socket", "/tmp/slowfs-second.sock"][..]] {
+        let out = daemon
+            .cli()
+            .args(["mount", "--backing", "/tmp"])
+            .args(extra)
+            .arg(&daemon.mountpoint)
+            .output()
+            .unwrap();
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(
+            said.contains("already has a slowfs mounted on it"),
+            "{said}"
+        );
+        assert!(said.contains("slowfs umount"), "the fix is named: {said}");
+    }
+    assert_eq!(
+        std::fs::read(daemon.mountpoint.join("f")).unwrap(),
+        b"first",
+        "the first mount still serves"
+    );
+    let stacked = slowfs::mount::slowfs_mounts()
+        .iter()
+        .filter(|m| **m == daemon.mountpoint)
+        .count();
+    assert_eq!(stacked, 1);
+}
+
+#[test]
+fn umount_releases_hung_requests_and_waits_for_the_daemon() {
+    let _serial = serial();
+    let mut daemon = Daemon::start(Options {
+        args: &["--set", "read hang"],
+        ..Options::default()
+    });
+    std::fs::write(daemon.backing.join("f"), b"data").unwrap();
+    let path = daemon.mountpoint.join("f");
+    let reader = std::thread::spawn(move || {
+        let started = Instant::now();
+        let mut buf = [0u8; 4];
+        let result = std::fs::File::open(&path).and_then(|mut f| f.read(&mut buf));
+        (result.map(|_| buf), started.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let out = daemon
+        .cli()
+        .arg("umount")
+        .arg(&daemon.mountpoint)
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("released 1 parked request"), "{said}");
+    assert!(said.contains("exited"), "{said}");
+    let (result, waited) = reader.join().unwrap();
+    assert_eq!(result.unwrap(), *b"data", "the released read completes");
+    assert!(
+        waited < Duration::from_secs(5),
+        "the reader waited {waited:?}"
+    );
+    assert!(
+        daemon.wait_exit(Duration::from_secs(1)).is_some(),
+        "the daemon has exited when umount returns"
+    );
+    assert!(!daemon.mounted());
+}
+
+#[test]
+fn umount_all_takes_only_dead_mounts_unless_forced() {
+    let _serial = serial();
+    let mut live = Daemon::start(Options::default());
+    let mut dead = Daemon::start(Options::default());
+    dead.child.kill().unwrap();
+    dead.child.wait().unwrap();
+    assert!(dead.mounted(), "a SIGKILLed daemon leaves its mount");
+    let out = live.cli().args(["umount", "--all"]).output().unwrap();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(!dead.mounted(), "the dead mount is gone: {said}");
+    assert!(live.mounted(), "the live one stays: {said}");
+    assert!(said.contains("live (--force ends it)"), "{said}");
+
+    // The killed daemon's socket is still there; the next mount sweeps it away.
+    let stale: Vec<_> = std::fs::read_dir(&dead.runtime_dir).unwrap().collect();
+    assert_eq!(stale.len(), 1, "the killed daemon left its socket");
+    dead.restart(Options::default());
+    dead.child.kill().unwrap();
+    dead.child.wait().unwrap();
+    let _ = slowfs::mount::force_unmount(&dead.mountpoint);
+    let out = live
+        .cli()
+        .args(["umount", "--all", "--force"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!live.mounted());
+    assert!(live.wait_exit(Duration::from_secs(5)).is_some());
+}
+
+#[test]
+fn a_stale_socket_is_removed_by_the_next_mount() {
+    let _serial = serial();
+    let mut first = Daemon::start(Options::default());
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    let _ = slowfs::mount::force_unmount(&first.mountpoint);
+    let sockets = || std::fs::read_dir(&first.runtime_dir).unwrap().count();
+    assert_eq!(sockets(), 1, "a SIGKILLed daemon leaves its socket");
+    // Another mount using the same runtime directory (another mountpoint).
+    let other = tempfile::tempdir().unwrap();
+    let mut child = first
+        .cli()
+        .args(["mount"])
+        .arg(other.path())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !slowfs::mount::slowfs_mounts().contains(&other.path().to_path_buf()) {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(sockets(), 1, "only the new mount's socket remains");
+    let out = first
+        .cli()
+        .arg("umount")
+        .arg(other.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    child.wait().unwrap();
+}
+
+#[test]
+fn the_daemon_exits_when_unmounted_from_outside_and_a_remount_works_at_once() {
+    let _serial = serial();
+    let mut daemon = Daemon::start(Options::default());
+    for _ in 0..5 {
+        nix::mount::umount2(&daemon.mountpoint, nix::mount::MntFlags::empty()).unwrap();
+        daemon.restart(Options::default());
+        assert!(daemon.mounted());
+    }
+    nix::mount::umount2(&daemon.mountpoint, nix::mount::MntFlags::empty()).unwrap();
+    let status = daemon.wait_exit(Duration::from_secs(5));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The README's test command: installs what the tests need on a fresh machine (each
+# step skipped when already done), then runs every test. Extra arguments go to
+# `cargo test` (e.g. `scripts/test.sh -p fault-inject`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+
+say() { echo "scripts/test.sh: $*" >&2; }
+
+# Debian packages: fusermount3 (non-root mounts), libacl1-dev (building pjdfstest),
+# fio (benchmarks and the fio test).
+packages=(fuse3 libacl1-dev fio)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=()
+  if [[ $(id -u) != 0 ]]; then
+    command -v sudo >/dev/null || { say "need root (or sudo) to install: ${missing[*]}"; exit 1; }
+    sudo=(sudo)
+  fi
+  say "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Third-party filesystem suites the tests run (a missing one fails its test).
+command -v fsx >/dev/null || { say "installing fsx"; cargo install --locked --quiet fsx@0.3.2; }
+command -v pjdfstest >/dev/null || { say "installing pjdfstest"; cargo install --locked --quiet pjdfstest@0.2.2; }
+
+# Python libraries tested through the driver protocol.
+python_packages=(aiofiles ayafileio)
+if [[ ! -x .venv/bin/python3 ]]; then
+  say "creating .venv"
+  python3 -m venv .venv
+fi
+if ! .venv/bin/python3 -c "import aiofiles, ayafileio" 2>/dev/null; then
+  say "installing ${python_packages[*]} into .venv"
+  .venv/bin/pip install --quiet --disable-pip-version-check "${python_packages[@]}"
+fi
+
+if [[ ! -e /dev/fuse ]]; then
+  say "/dev/fuse is missing: the tests mount real slowfs filesystems (modprobe fuse; in a container, pass --device /dev/fuse)"
+  exit 1
+fi
+
+cargo test --workspace --release "$@"

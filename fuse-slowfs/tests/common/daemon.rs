@@ -15,19 +15,11 @@ pub struct Daemon {
     _dirs: Vec<tempfile::TempDir>,
 }
 
+#[derive(Default)]
 pub struct Options<'a> {
     /// `ulimit -n` for the daemon.
     pub nofile: Option<u64>,
     pub args: &'a [&'a str],
-}
-
-impl Default for Options<'_> {
-    fn default() -> Self {
-        Options {
-            nofile: None,
-            args: &[],
-        }
-    }
 }
 
 pub fn slowfs() -> Command {

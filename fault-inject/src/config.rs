@@ -148,6 +148,12 @@ fn table_to_rule_text(table: &toml::Table) -> Result<String, String> {
             return Err("missing 'ops' (e.g. ops = [\"read\", \"write\"] or ops = \"*\")".into())
         }
     };
+    if ops.trim().is_empty() {
+        return Err(
+            "'ops' is empty: name at least one operation (ops = [\"read\"]) or all (ops = \"*\")"
+                .into(),
+        );
+    }
     let mut words = vec![ops];
     for (key, value) in table.iter().filter(|(key, _)| *key != "ops") {
         match value {

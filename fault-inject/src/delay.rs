@@ -55,6 +55,28 @@ impl DelayDist {
 
     /// Parses `20ms`, `5ms..20ms`, `normal(10ms,2ms)` or `lognormal(2ms,0.5)`.
     pub fn parse(text: &str) -> Result<DelayDist, String> {
+        let dist = Self::parse_unchecked(text)?;
+        for bound in dist.bounds() {
+            if bound > MAX_DELAY {
+                return Err(format!(
+                    "'{text}' is longer than a day (for a request that never ends, use hang)"
+                ));
+            }
+        }
+        Ok(dist)
+    }
+
+    /// The durations a distribution is written with.
+    fn bounds(&self) -> Vec<Duration> {
+        match *self {
+            DelayDist::Fixed(d) => vec![d],
+            DelayDist::Uniform(lo, hi) => vec![lo, hi],
+            DelayDist::Normal { mean, sd } => vec![mean, sd],
+            DelayDist::LogNormal { median, .. } => vec![median],
+        }
+    }
+
+    fn parse_unchecked(text: &str) -> Result<DelayDist, String> {
         if let Some(args) = call_args(text, "normal") {
             let [mean, sd] = two_args(args, "normal(MEAN,SD)")?;
             return Ok(DelayDist::Normal {
@@ -68,11 +90,15 @@ impl DelayDist {
             if median.is_zero() {
                 return Err("lognormal needs a median above zero".into());
             }
+            let sigma_text = sigma;
             let sigma: f64 = sigma.parse().map_err(|_| {
                 format!("lognormal's SIGMA is a plain number like 0.5, found '{sigma}'")
             })?;
-            if !(sigma.is_finite() && sigma >= 0.0) {
-                return Err(format!("lognormal's SIGMA must be >= 0, found {sigma}"));
+            if !(sigma.is_finite() && (0.0..=MAX_SIGMA).contains(&sigma)) {
+                return Err(format!(
+                    "lognormal's SIGMA is between 0 and {MAX_SIGMA}, found {sigma_text} (at 0.5 the \
+                     99th percentile is 3.2x the median; at {MAX_SIGMA}, 11,000x)"
+                ));
             }
             return Ok(DelayDist::LogNormal { median, sigma });
         }
@@ -93,6 +119,11 @@ impl DelayDist {
         parse_duration(text).map(DelayDist::Fixed)
     }
 }
+
+/// The largest lognormal SIGMA accepted.
+const MAX_SIGMA: f64 = 3.0;
+/// The longest delay a rule may set.
+const MAX_DELAY: Duration = Duration::from_secs(86_400);
 
 fn secs(value: f64) -> Duration {
     Duration::try_from_secs_f64(value.max(0.0)).unwrap_or(Duration::MAX)

@@ -174,6 +174,13 @@ fn byte_range(text: &str) -> Result<(u64, u64), String> {
         .split_once("..")
         .ok_or_else(|| format!("expected a byte range like 1..512, found '{text}'"))?;
     let (lo, hi) = (parse_size(lo)?, parse_size(hi)?);
+    if lo == 0 {
+        return Err(format!(
+            "range '{text}' starts at 0, but a read or write moves at least 1 byte (a 0-byte \
+             read means end of file; write e.g. 1..{})",
+            hi.max(1)
+        ));
+    }
     if lo > hi {
         return Err(format!(
             "range '{text}' runs backwards (write the smaller bound first)"
@@ -223,6 +230,13 @@ impl Builder {
         let value = value.unwrap_or("");
         let action = match known_key {
             "path" => {
+                if value.trim_start_matches('/').is_empty() {
+                    return Err(bad(
+                        "empty glob (to match every path, leave out path=; for the mount's \
+                         top directory only, write path=*)"
+                            .into(),
+                    ));
+                }
                 let glob = PathGlob::new(value.trim_start_matches('/')).map_err(|e| {
                     bad(format!(
                         "{} (escape special characters with '\\')",
@@ -450,6 +464,37 @@ mod tests {
         ] {
             let rule = parse_rule(text).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(parse_rule(&rule.to_string()).unwrap(), rule, "{text}");
+        }
+    }
+
+    #[test]
+    fn absurd_values_are_refused_with_the_fix() {
+        for (text, offset, says) in [
+            ("write short=0..0", 6, "at least 1 byte"),
+            ("read path= error=EIO", 5, "leave out path="),
+            (
+                "read delay=lognormal(2ms,1e308)",
+                5,
+                "between 0 and 3, found 1e308",
+            ),
+            ("read delay=2d", 5, "longer than a day"),
+            ("read delay=2w", 5, "m (minutes), h, d"),
+        ] {
+            let err = parse_rule(text).unwrap_err();
+            assert_eq!(err.offset, offset, "{err}");
+            assert!(err.to_string().contains(says), "{err}");
+        }
+        for (text, secs) in [
+            ("read delay=24h", 86_400),
+            ("read delay=1d", 86_400),
+            ("read delay=250m", 15_000),
+            ("read delay=2min", 120),
+        ] {
+            let rule = parse_rule(text).unwrap_or_else(|e| panic!("{e}"));
+            let Action::Delay { dist, .. } = rule.action else {
+                panic!("{text}");
+            };
+            assert_eq!(dist, DelayDist::Fixed(Duration::from_secs(secs)), "{text}");
         }
     }
 

@@ -10,7 +10,13 @@ const DURATION_UNITS: &[(&str, u64)] = &[
     ("ms", 1_000_000),
     ("s", 1_000_000_000),
     ("m", 60_000_000_000),
+    ("min", 60_000_000_000),
+    ("h", 3_600_000_000_000),
+    ("d", 86_400_000_000_000),
 ];
+
+/// The duration units, for error messages.
+const DURATION_UNITS_HELP: &str = "units: ns, us, ms, s, m (minutes), h, d";
 
 const SIZE_UNITS: &[(&str, u64)] = &[
     ("B", 1),
@@ -52,10 +58,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if unit.is_empty() && number.parse::<f64>().is_ok_and(|v| v == 0.0) {
         return Ok(Duration::ZERO);
     }
-    let expected = || format!("expected a duration like 20ms, 1.5s or 250us, found '{text}'");
+    let expected = || {
+        format!(
+            "expected a duration like 20ms, 1.5s or 250us ({DURATION_UNITS_HELP}), found '{text}'"
+        )
+    };
     let Some(&(_, scale)) = DURATION_UNITS.iter().find(|(name, _)| *name == unit) else {
         if unit.is_empty() {
-            return Err(format!("missing unit in '{text}' (write e.g. '{text}ms')"));
+            return Err(format!(
+                "missing unit in '{text}' (write e.g. '{text}ms'; {DURATION_UNITS_HELP})"
+            ));
         }
         return Err(expected());
     };

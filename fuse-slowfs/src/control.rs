@@ -146,24 +146,28 @@ pub fn claim_socket(path: &Path, patience: Duration) -> std::io::Result<()> {
             let _ = std::fs::remove_file(path);
             return Ok(());
         }
+        // No answer: a daemon on its way out (closing its socket); wait for it.
         let info = request(path, &Command::Info).ok().filter(|r| r.ok);
-        let ended = info
-            .as_ref()
-            .and_then(|r| r.data.get("ended")?.as_bool())
-            .unwrap_or(false);
-        if !ended || std::time::Instant::now() >= deadline {
+        let serving = info.as_ref().is_some_and(|r| {
+            !r.data
+                .get("ended")
+                .and_then(|e| e.as_bool())
+                .unwrap_or(false)
+        });
+        if serving || std::time::Instant::now() >= deadline {
             let who = info
                 .map(|r| r.message)
                 .unwrap_or_else(|| "another slowfs".into());
             return Err(std::io::Error::new(
                 std::io::ErrorKind::AddrInUse,
                 format!(
-                    "control socket {} is in use by {who}; unmount that one first                      (`slowfs umount MOUNTPOINT`) or pass another --ctl-socket",
+                    "control socket {} is in use by {who}; unmount that one first \
+                     (`slowfs umount MOUNTPOINT`) or pass another --ctl-socket",
                     path.display()
                 ),
             ));
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -328,7 +332,7 @@ fn execute_served(served: &Served, command: Command) -> Response {
         Command::Shutdown => {
             let parked = served.inner.scheduler.waiting();
             // Parked requests answer at once, so nothing waits on a fault.
-            served.inner.scheduler.shutdown();
+            served.inner.scheduler.drain(Duration::from_secs(2));
             let unmounted = if served.ended() {
                 Ok(())
             } else {

@@ -272,7 +272,9 @@ impl Mount {
         };
         self.control.take();
         // Parked requests answer at once, so nothing waits on a fault while we unmount.
-        self.inner.scheduler.shutdown();
+        self.inner
+            .scheduler
+            .drain(std::time::Duration::from_secs(2));
         // Only our own mount: once unmounted from outside, the mountpoint may already
         // carry a new mount, which a blind unmount by path would take down.
         let result = if mounted_here(&self.mountpoint, self.connection) {

@@ -19,6 +19,8 @@ pub struct Scheduler {
     shutdown: watch::Sender<bool>,
     hung: Arc<AtomicUsize>,
     waiting: Arc<AtomicUsize>,
+    /// Parked or running jobs: a job counts until its reply has gone out.
+    unfinished: Arc<AtomicUsize>,
 }
 
 impl Scheduler {
@@ -36,6 +38,7 @@ impl Scheduler {
             shutdown: watch::Sender::new(false),
             hung: Arc::default(),
             waiting: Arc::default(),
+            unfinished: Arc::default(),
         })
     }
 
@@ -54,7 +57,9 @@ impl Scheduler {
         let mut shutdown = self.shutdown.subscribe();
         let hung = Arc::clone(&self.hung);
         let waiting = Arc::clone(&self.waiting);
+        let unfinished = Arc::clone(&self.unfinished);
         waiting.fetch_add(1, Ordering::SeqCst);
+        unfinished.fetch_add(1, Ordering::SeqCst);
         if hang.is_some() {
             hung.fetch_add(1, Ordering::SeqCst);
         }
@@ -81,7 +86,10 @@ impl Scheduler {
             }
             waiting.fetch_sub(1, Ordering::SeqCst);
             // The job is a syscall plus a reply: run it off the timer threads.
-            tokio::task::spawn_blocking(job);
+            tokio::task::spawn_blocking(move || {
+                job();
+                unfinished.fetch_sub(1, Ordering::SeqCst);
+            });
         });
     }
 
@@ -105,6 +113,16 @@ impl Scheduler {
     /// Ends every wait: parked requests run at once. Used before unmounting.
     pub fn shutdown(&self) {
         self.shutdown.send_replace(true);
+    }
+
+    /// Ends every wait and waits (at most `limit`) until every parked request has
+    /// been answered, so that unmounting right after does not cut off its reply.
+    pub fn drain(&self, limit: Duration) {
+        self.shutdown();
+        let deadline = std::time::Instant::now() + limit;
+        while self.unfinished.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 }
 

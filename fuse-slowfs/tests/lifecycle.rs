@@ -176,3 +176,72 @@ fn the_daemon_exits_when_unmounted_from_outside_and_a_remount_works_at_once() {
     let status = daemon.wait_exit(Duration::from_secs(5));
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
 }
+
+#[test]
+fn the_control_socket_caps_line_length_and_connections() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    let _serial = serial();
+    let daemon = Daemon::start(Options::default());
+    let socket = std::fs::read_dir(&daemon.runtime_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let answer = |stream: &UnixStream| {
+        let mut line = String::new();
+        BufReader::new(stream).read_line(&mut line).unwrap();
+        line
+    };
+
+    // A 2 MiB line is refused after 1 MiB, not read whole and echoed.
+    let mut stream = UnixStream::connect(&socket).unwrap();
+    let huge = vec![b'x'; 2 << 20];
+    let writer = {
+        let mut stream = stream.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let _ = stream.write_all(&huge);
+        })
+    };
+    let line = answer(&stream);
+    assert!(line.contains("longer than 1048576 bytes"), "{line}");
+    assert!(line.len() < 300, "the request is not echoed back");
+    drop(stream.shutdown(std::net::Shutdown::Both));
+    let _ = writer.join();
+
+    // Idle connections beyond the cap are answered with an error, not a thread each.
+    let idle: Vec<_> = (0..slowfs::control::MAX_CONNECTIONS)
+        .map(|_| UnixStream::connect(&socket).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let extra = UnixStream::connect(&socket).unwrap();
+    let line = answer(&extra);
+    assert!(line.contains("too many control connections"), "{line}");
+    drop(idle);
+    std::thread::sleep(Duration::from_millis(200));
+    let out = daemon
+        .cli()
+        .args(["ctl"])
+        .arg(&daemon.mountpoint)
+        .arg("rules")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "served again: {}", text(&out));
+    stream = extra;
+    drop(stream);
+}
+
+#[test]
+fn errors_name_the_path() {
+    let _serial = serial();
+    let mountpoint = tempfile::tempdir().unwrap();
+    let out = common::daemon::slowfs()
+        .args(["mount", "--backing", "/nonexistent/backing"])
+        .arg(mountpoint.path())
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("/nonexistent/backing"), "{said}");
+}

@@ -72,7 +72,17 @@ impl SlowFs {
         crash_model: bool,
         passthrough: bool,
     ) -> std::io::Result<SlowFs> {
-        let root: OwnedFd = std::fs::File::open(backing)?.into();
+        let root: OwnedFd = std::fs::File::open(backing)
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot open the backing directory {}: {e}",
+                        backing.display()
+                    ),
+                )
+            })?
+            .into();
         let st = sys::stat_fd(sys::raw(&root)).map_err(errno_to_io)?;
         if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
             return Err(std::io::Error::other(format!(

@@ -22,6 +22,7 @@
 pub mod control;
 pub mod explore;
 pub(crate) mod fs;
+mod fusermount;
 pub mod limits;
 pub mod mount;
 pub mod mount_table;

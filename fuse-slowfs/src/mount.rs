@@ -148,7 +148,8 @@ impl Mount {
             config.tuning,
             config.record,
             config.crash_model == CrashModel::Strict,
-            config.passthrough,
+            // Kernel passthrough needs CAP_SYS_ADMIN: without root, the daemon serves.
+            config.passthrough && as_root(),
         )?;
         let inner = fs.inner();
 
@@ -164,12 +165,25 @@ impl Mount {
         fuse_config.mount_options = options;
         fuse_config.n_threads = Some(config.tuning.threads.max(1));
         fuse_config.clone_fd = config.tuning.clone_fd;
-        let session = fuser::Session::new(fs, &mountpoint, &fuse_config).map_err(|e| {
+        let session = if as_root() {
+            fuser::Session::new(fs, &mountpoint, &fuse_config)
+        } else {
+            // Without root, the setuid helper mounts, whatever /dev/fuse's mode.
+            let mut helper_options = vec![format!("fsname={FSNAME}"), format!("subtype={FSNAME}")];
+            if config.allow_other {
+                helper_options.extend(["default_permissions".into(), "allow_other".into()]);
+            }
+            crate::fusermount::mount(&mountpoint, &helper_options).and_then(|fd| {
+                let acl = fuse_config.acl;
+                fuser::Session::from_fd(fs, fd, acl, fuse_config)
+            })
+        }
+        .map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!(
-                    "cannot mount slowfs at {}: {e} (needs /dev/fuse and root, or fusermount3 \
-                     from Debian's fuse3 package)",
+                    "cannot mount slowfs at {}: {e} (needs /dev/fuse, and root or the setuid \
+                     fusermount3 from Debian's fuse3 package)",
                     mountpoint.display()
                 ),
             )
@@ -333,6 +347,7 @@ pub fn unmount(mountpoint: &Path, connection: Option<u64>) -> io::Result<()> {
     use nix::mount::{umount2, MntFlags};
     match umount2(mountpoint, MntFlags::empty()) {
         Ok(()) | Err(Errno::EINVAL) | Err(Errno::ENOENT) => Ok(()),
+        Err(Errno::EPERM) => unmount_as_user(mountpoint),
         Err(Errno::EBUSY) => {
             umount2(mountpoint, MntFlags::MNT_DETACH)?;
             if let Some(dev) = connection {
@@ -372,8 +387,20 @@ pub fn abort_connection_minor(minor: u32) {
 /// (every access then fails with ENOTCONN): plain unmount, else lazy detach.
 pub fn force_unmount(mountpoint: &Path) -> io::Result<()> {
     use nix::mount::{umount2, MntFlags};
-    if umount2(mountpoint, MntFlags::empty()).is_ok() {
-        return Ok(());
+    match umount2(mountpoint, MntFlags::empty()) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::EPERM) => unmount_as_user(mountpoint),
+        Err(_) => umount2(mountpoint, MntFlags::MNT_DETACH).map_err(io::Error::from),
     }
-    umount2(mountpoint, MntFlags::MNT_DETACH).map_err(io::Error::from)
+}
+
+/// Unmounts through the setuid helper (a user's own mount); detaches it when busy.
+fn unmount_as_user(mountpoint: &Path) -> io::Result<()> {
+    crate::fusermount::unmount(mountpoint, false)
+        .or_else(|_| crate::fusermount::unmount(mountpoint, true))
+}
+
+/// Whether this process runs as root (mounts itself; else through fusermount3).
+fn as_root() -> bool {
+    nix::unistd::geteuid().is_root()
 }

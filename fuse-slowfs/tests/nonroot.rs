@@ -1,0 +1,102 @@
+//! `slowfs run` as an unprivileged user: mounted through the setuid fusermount3,
+//! with /dev/fuse at its usual mode 0666 (a fresh device node bound over it in a
+//! private mount namespace, so the machine's own stays as it is).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const USER: &str = "slowfs-test";
+
+/// Creates the test user if it does not exist; its uid.
+fn test_user() -> u32 {
+    let lookup = || {
+        let out = Command::new("id").args(["-u", USER]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u32>()
+            .ok()
+    };
+    if let Some(uid) = lookup() {
+        return uid;
+    }
+    let status = Command::new("useradd")
+        .args(["--no-create-home", "--shell", "/bin/sh", USER])
+        .status()
+        .expect("useradd (this test runs as root and creates its user)");
+    assert!(status.success() || lookup().is_some(), "useradd failed");
+    lookup().unwrap()
+}
+
+/// Runs `script` as the test user in a private mount namespace where /dev/fuse is
+/// a node of mode `mode`.
+fn as_user(mode: &str, script: &str) -> (std::process::Output, Duration) {
+    assert!(
+        std::path::Path::new("/dev/fuse").exists(),
+        "/dev/fuse is missing: this test needs FUSE"
+    );
+    let uid = test_user();
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("fuse");
+    let slowfs = env!("CARGO_BIN_EXE_slowfs");
+    let wrapper = format!(
+        "mknod -m {mode} {node} c 10 229 && mount --bind {node} /dev/fuse && \
+         exec setpriv --reuid={uid} --regid={uid} --clear-groups \
+         env -i PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME=/tmp SLOWFS={slowfs} sh -c '{script}'",
+        node = node.display()
+    );
+    let started = Instant::now();
+    let out = Command::new("timeout")
+        .args([
+            "60",
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+        ])
+        .arg(wrapper)
+        .current_dir("/tmp")
+        .output()
+        .unwrap();
+    (out, started.elapsed())
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn an_unprivileged_user_runs_a_command_on_a_mount_of_their_own() {
+    let uid = test_user();
+    let (out, took) = as_user(
+        "666",
+        "$SLOWFS run --seed 1 -- sh -c \"echo hi > \\$SLOWFS_MOUNT/x && cat \\$SLOWFS_MOUNT/x && \
+         stat -c %u \\$SLOWFS_MOUNT/x && grep \\\"^slowfs \\$SLOWFS_MOUNT \\\" /proc/mounts\"",
+    );
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("hi\n"), "{said}");
+    assert!(
+        said.contains(&format!("\n{uid}\n")),
+        "the file is the user's: {said}"
+    );
+    assert!(
+        said.contains(&format!("user_id={uid}")),
+        "the user's own mount: {said}"
+    );
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+#[test]
+fn without_access_to_dev_fuse_the_error_names_the_fix() {
+    let (out, _) = as_user("600", "$SLOWFS run -- true");
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("/dev/fuse is mode 600"), "{said}");
+    assert!(said.contains("chmod 0666 /dev/fuse"), "{said}");
+}

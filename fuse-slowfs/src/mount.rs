@@ -188,6 +188,7 @@ impl Mount {
                 ),
             )
         })?;
+        inner.set_notifier(session.notifier());
         let session = session.spawn()?;
         let connection = std::fs::metadata(&mountpoint).ok().map(|m| m.dev());
         let mut mount = Mount {

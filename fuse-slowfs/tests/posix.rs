@@ -273,6 +273,8 @@ fn set_id_bits_drop_when_another_user_changes_data(passthrough: bool) {
         ("written", 0o6777),
         ("truncated", 0o6777),
         ("reopened", 0o6777),
+        ("allocated", 0o6777),
+        ("punched", 0o6777),
         ("by-root", 0o6777),
         ("no-group-exec", 0o2666),
     ] {
@@ -281,7 +283,11 @@ fn set_id_bits_drop_when_another_user_changes_data(passthrough: bool) {
     }
     let status = std::process::Command::new("sh")
         .arg("-c")
-        .arg("printf x >> written && truncate -s 1 truncated && : > reopened && printf x >> no-group-exec")
+        .arg(
+            "printf x >> written && truncate -s 1 truncated && : > reopened && \
+             printf x >> no-group-exec && fallocate -l 8192 allocated && \
+             fallocate -p -o 0 -l 2 punched",
+        )
         .current_dir(m.path(""))
         .uid(4242)
         .gid(4343)
@@ -295,9 +301,20 @@ fn set_id_bits_drop_when_another_user_changes_data(passthrough: bool) {
         .write_all(b"x")
         .unwrap();
     let mode = |name: &str| fs::metadata(m.backing(name)).unwrap().mode() & 0o7777;
+    // The mount shows the change at once, not after its attribute cache expires.
+    let shown = |name: &str| fs::metadata(m.path(name)).unwrap().mode() & 0o7777;
+    for name in ["written", "truncated", "reopened", "allocated", "punched"] {
+        assert_eq!(
+            shown(name),
+            mode(name),
+            "{name}: the mount agrees with the backing file"
+        );
+    }
     assert_eq!(mode("written"), 0o777, "write by another user");
     assert_eq!(mode("truncated"), 0o777, "truncate by another user");
     assert_eq!(mode("reopened"), 0o777, "O_TRUNC open by another user");
+    assert_eq!(mode("allocated"), 0o777, "fallocate by another user");
+    assert_eq!(mode("punched"), 0o777, "punch hole by another user");
     assert_eq!(mode("by-root"), 0o6777, "write by root");
     assert_eq!(
         mode("no-group-exec"),
@@ -315,4 +332,85 @@ fn set_id_bits_drop_when_another_user_changes_data_in_passthrough() {
 #[test]
 fn set_id_bits_drop_when_another_user_changes_data_through_the_daemon() {
     set_id_bits_drop_when_another_user_changes_data(false);
+}
+
+/// A parent's default ACL, not the caller's umask, decides a new node's mode (the
+/// kernel leaves the mask to the filesystem: FUSE_DONT_MASK); without one, the umask
+/// applies as usual.
+#[test]
+fn default_acls_and_the_umask_decide_new_modes() {
+    let m = TestMount::new(&[]);
+    fs::create_dir(m.path("acl")).unwrap();
+    // system.posix_acl_default: version 2; user::rwx, group::rwx, other::rwx.
+    let mut acl = 2u32.to_le_bytes().to_vec();
+    for tag in [0x01u16, 0x04, 0x20] {
+        acl.extend(tag.to_le_bytes());
+        acl.extend(7u16.to_le_bytes());
+        acl.extend(u32::MAX.to_le_bytes());
+    }
+    let path = cstr(&m.path("acl"));
+    // SAFETY: valid C strings and buffer.
+    let set = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            c"system.posix_acl_default".as_ptr(),
+            acl.as_ptr().cast(),
+            acl.len(),
+            0,
+        )
+    };
+    assert_eq!(set, 0, "{}", std::io::Error::last_os_error());
+    // SAFETY: reads the mask by setting it and putting it back.
+    let umask = unsafe {
+        let old = libc::umask(0o022);
+        libc::umask(old);
+        old
+    };
+    assert_ne!(
+        umask & 0o022,
+        0,
+        "this test expects a umask that masks group/other write"
+    );
+    fs::create_dir(m.path("acl/sub")).unwrap();
+    fs::write(m.path("acl/file"), b"").unwrap();
+    fs::create_dir(m.path("plain")).unwrap();
+    let mode = |rel: &str| fs::metadata(m.path(rel)).unwrap().mode() & 0o777;
+    assert_eq!(mode("acl/sub"), 0o777, "the default ACL, not the umask");
+    assert_eq!(mode("acl/file"), 0o666, "the default ACL, not the umask");
+    assert_eq!(mode("plain"), 0o777 & !umask, "the umask without an ACL");
+}
+
+/// Any timestamp round-trips, also before 1970 and with nanoseconds.
+#[test]
+fn timestamps_before_1970_round_trip() {
+    let m = TestMount::new(&[]);
+    fs::write(m.path("old"), b"").unwrap();
+    let path = cstr(&m.path("old"));
+    for (secs, nanos) in [
+        (-100i64, 0i64),
+        (-1, 500_000_000),
+        (-2_000_000_000, 1),
+        (1_700_000_000, 7),
+    ] {
+        let times = [
+            libc::timespec {
+                tv_sec: secs,
+                tv_nsec: nanos,
+            },
+            libc::timespec {
+                tv_sec: secs,
+                tv_nsec: nanos,
+            },
+        ];
+        // SAFETY: valid C string and times.
+        let r = unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), times.as_ptr(), 0) };
+        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+        for meta in [
+            fs::metadata(m.path("old")).unwrap(),
+            fs::metadata(m.backing("old")).unwrap(),
+        ] {
+            assert_eq!((meta.mtime(), meta.mtime_nsec()), (secs, nanos));
+            assert_eq!((meta.atime(), meta.atime_nsec()), (secs, nanos));
+        }
+    }
 }

@@ -75,9 +75,12 @@ impl Inner {
         if kind == libc::S_IFLNK {
             return Ok(());
         }
+        // The chown cleared the set-ID bits asked for: put them back on the
+        // permission bits the umask or default ACL left.
         let special = libc::S_ISUID | libc::S_ISGID | libc::S_ISVTX;
-        if mode & self.umask != 0 || mode & special != 0 {
-            let mut mode = mode & 0o7777;
+        if mode & special != 0 {
+            let now = sys::stat_at(dir.raw(), name, 0)?.st_mode;
+            let mut mode = (now & 0o777) | (mode & special);
             if kind == libc::S_IFDIR && inherit_gid {
                 mode |= libc::S_ISGID;
             }
@@ -141,13 +144,22 @@ fn time_spec(time: Option<TimeOrNow>) -> libc::timespec {
             tv_sec: 0,
             tv_nsec: libc::UTIME_NOW,
         },
-        Some(TimeOrNow::SpecificTime(t)) => {
-            let since = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-            libc::timespec {
+        Some(TimeOrNow::SpecificTime(t)) => match t.duration_since(SystemTime::UNIX_EPOCH) {
+            Ok(since) => libc::timespec {
                 tv_sec: since.as_secs() as i64,
                 tv_nsec: since.subsec_nanos() as i64,
+            },
+            // Before 1970. fuser 0.18 turns the kernel's (secs < 0, nsec) into
+            // EPOCH - (|secs| + nsec) (`system_time_from_time`, a TODO there), so the
+            // kernel's pair is read back as (-whole seconds, fraction).
+            Err(before) => {
+                let before = before.duration();
+                libc::timespec {
+                    tv_sec: -(before.as_secs() as i64),
+                    tv_nsec: before.subsec_nanos() as i64,
+                }
             }
-        }
+        },
     }
 }
 
@@ -162,7 +174,10 @@ impl Filesystem for SlowFs {
             | InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_ASYNC_DIO
             | InitFlags::FUSE_AUTO_INVAL_DATA
-            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+            | InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
+            // The caller's umask comes with each create and the backing filesystem
+            // applies it, or, where the parent has a default ACL, the ACL instead.
+            | InitFlags::FUSE_DONT_MASK;
         if tuning.kill_priv_v2 {
             // The daemon drops set-user/group-ID itself (see sys::drop_privileges);
             // in return the kernel stops asking for security.capability before
@@ -188,6 +203,10 @@ impl Filesystem for SlowFs {
         );
         self.inner.passthrough.store(
             supported.contains(InitFlags::FUSE_PASSTHROUGH),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self.inner.dont_mask.store(
+            supported.contains(InitFlags::FUSE_DONT_MASK),
             std::sync::atomic::Ordering::Relaxed,
         );
         Ok(())
@@ -334,7 +353,7 @@ impl Filesystem for SlowFs {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
@@ -346,8 +365,10 @@ impl Filesystem for SlowFs {
             let result = (|| {
                 let dir = inner.inodes.get(parent)?;
                 let cname = sys::component(&name)?;
-                // SAFETY: plain syscall with a valid C string.
-                check(unsafe { libc::mknodat(dir.raw(), cname.as_ptr(), mode, rdev as u64) })?;
+                sys::with_umask(inner.create_mask(umask), || {
+                    // SAFETY: plain syscall with a valid C string.
+                    check(unsafe { libc::mknodat(dir.raw(), cname.as_ptr(), mode, rdev as u64) })
+                })?;
                 inner.adopt(&dir, &cname, caller, mode, mode & libc::S_IFMT)?;
                 inner
                     .entry(parent.0, &dir, &name)
@@ -366,7 +387,7 @@ impl Filesystem for SlowFs {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         let inner = &self.inner;
@@ -377,8 +398,10 @@ impl Filesystem for SlowFs {
             let result = (|| {
                 let dir = inner.inodes.get(parent)?;
                 let cname = sys::component(&name)?;
-                // SAFETY: plain syscall with a valid C string.
-                check(unsafe { libc::mkdirat(dir.raw(), cname.as_ptr(), mode) })?;
+                sys::with_umask(inner.create_mask(umask), || {
+                    // SAFETY: plain syscall with a valid C string.
+                    check(unsafe { libc::mkdirat(dir.raw(), cname.as_ptr(), mode) })
+                })?;
                 inner.adopt(&dir, &cname, caller, mode, libc::S_IFDIR)?;
                 inner
                     .entry(parent.0, &dir, &name)
@@ -568,8 +591,8 @@ impl Filesystem for SlowFs {
                 let fd = inner.with_fds(|| {
                     sys::reopen(inode.raw(), backing_flags(flags.0, inner.writeback()))
                 })?;
-                if truncate && unprivileged {
-                    sys::drop_privileges(sys::raw(&fd))?;
+                if truncate && unprivileged && sys::drop_privileges(sys::raw(&fd))? {
+                    inner.attributes_changed(ino.0);
                 }
                 // Writes to a set-ID file must reach the daemon, which drops the bits
                 // (asked only when passthrough is on the table: a stat per open).
@@ -661,9 +684,10 @@ impl Filesystem for SlowFs {
             reply,
             move |inner, done, short, data| {
                 let data = &data[..short.map_or(data.len(), |s| s as usize)];
+                let mut dropped = false;
                 let result = inner.handles.get(fh).and_then(|h| {
                     if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-                        sys::drop_privileges(h.raw())?;
+                        dropped = sys::drop_privileges(h.raw())?;
                     }
                     let n = sys::pwrite(h.raw(), data, offset)?;
                     inner.record(|| {
@@ -682,7 +706,10 @@ impl Filesystem for SlowFs {
                     |r, n| {
                         r.written(n as u32);
                     },
-                )
+                );
+                if dropped {
+                    inner.attributes_changed(ino.0);
+                }
             },
         );
     }
@@ -895,9 +922,14 @@ impl Filesystem for SlowFs {
                         )
                     })
                 });
+                let changed = result.is_ok();
                 done.respond(inner, result, |r, ()| {
                     r.ok();
-                })
+                });
+                if changed {
+                    // An ACL may have changed the mode.
+                    inner.attributes_changed(ino.0);
+                }
             },
         );
     }
@@ -948,9 +980,13 @@ impl Filesystem for SlowFs {
                 // SAFETY: valid C strings.
                 check(unsafe { libc::removexattr(p.as_ptr(), name.as_ptr()) })
             });
+            let changed = result.is_ok();
             done.respond(inner, result, |r, ()| {
                 r.ok();
-            })
+            });
+            if changed {
+                inner.attributes_changed(ino.0);
+            }
         });
     }
 
@@ -982,7 +1018,7 @@ impl Filesystem for SlowFs {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
@@ -1003,14 +1039,16 @@ impl Filesystem for SlowFs {
                     let dir = inner.inodes.get(parent)?;
                     let cname = sys::component(&name)?;
                     let fd: OwnedFd = inner.with_fds(|| {
-                        sys::openat(
-                            dir.raw(),
-                            &cname,
-                            backing_flags(flags, inner.writeback())
-                                | libc::O_CREAT
-                                | libc::O_NOFOLLOW,
-                            mode,
-                        )
+                        sys::with_umask(inner.create_mask(umask), || {
+                            sys::openat(
+                                dir.raw(),
+                                &cname,
+                                backing_flags(flags, inner.writeback())
+                                    | libc::O_CREAT
+                                    | libc::O_NOFOLLOW,
+                                mode,
+                            )
+                        })
                     })?;
                     inner.adopt(&dir, &cname, caller, mode, libc::S_IFREG)?;
                     let attr = inner.entry(parent.0, &dir, &name)?;
@@ -1044,7 +1082,7 @@ impl Filesystem for SlowFs {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -1054,6 +1092,7 @@ impl Filesystem for SlowFs {
     ) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
+        let unprivileged = req.uid() != 0;
         inner.serve(
             Op::Fallocate,
             &path,
@@ -1061,7 +1100,13 @@ impl Filesystem for SlowFs {
             &[],
             reply,
             move |inner, done, _, _| {
+                let mut dropped = false;
                 let result = inner.handles.get(fh).and_then(|h| {
+                    // Like a write, an allocation by a caller without CAP_FSETID drops
+                    // set-ID bits (the kernel leaves it to us under KILLPRIV_V2).
+                    if unprivileged {
+                        dropped = sys::drop_privileges(h.raw())?;
+                    }
                     // SAFETY: plain syscall on an fd we own.
                     check(unsafe { libc::fallocate(h.raw(), mode, offset as i64, length as i64) })?;
                     inner.record(|| {
@@ -1079,7 +1124,10 @@ impl Filesystem for SlowFs {
                 });
                 done.respond(inner, result, |r, ()| {
                     r.ok();
-                })
+                });
+                if dropped {
+                    inner.attributes_changed(ino.0);
+                }
             },
         );
     }

@@ -37,8 +37,6 @@ pub struct Inner {
     pub stats: Stats,
     /// Where delayed and hung requests wait.
     pub scheduler: Scheduler,
-    /// The process umask at mount time: modes are re-applied when it would mask them.
-    umask: u32,
     /// The FUSE settings to negotiate.
     tuning: crate::Tuning,
     /// Whether the writeback cache may be used at all (not while recording: the
@@ -54,6 +52,11 @@ pub struct Inner {
     passthrough_wanted: bool,
     /// Whether the kernel granted it.
     passthrough: std::sync::atomic::AtomicBool,
+    /// Whether the kernel leaves the caller's umask to the daemon (FUSE_DONT_MASK),
+    /// so that a default ACL can take its place.
+    dont_mask: std::sync::atomic::AtomicBool,
+    /// For telling the kernel that cached attributes are stale.
+    notifier: std::sync::OnceLock<fuser::Notifier>,
 }
 
 /// The `fuser::Filesystem` handed to the session.
@@ -92,12 +95,6 @@ impl SlowFs {
         }
         let root =
             sys::reopen(sys::raw(&root), libc::O_PATH | libc::O_DIRECTORY).map_err(errno_to_io)?;
-        // SAFETY: umask only swaps the process mask; it is restored at once.
-        let umask = unsafe {
-            let old = libc::umask(0o022);
-            libc::umask(old);
-            old
-        };
         let capacity = match tuning.fd_cache {
             0 => crate::limits::fd_cache_capacity(),
             n => {
@@ -127,13 +124,14 @@ impl SlowFs {
                 plan,
                 stats: Stats::default(),
                 scheduler: Scheduler::new()?,
-                umask,
                 tuning,
                 writeback_allowed: !record && !crash_model,
                 writeback: Default::default(),
                 recorder: (record || crash_model).then(recorder::Recorder::default),
                 passthrough_wanted: passthrough && !crash_model && !record,
                 passthrough: Default::default(),
+                dont_mask: Default::default(),
+                notifier: Default::default(),
                 crash: if crash_model {
                     Some(crash::CrashState::new(backing)?)
                 } else {
@@ -166,6 +164,29 @@ impl Inner {
             if let Some(op) = op() {
                 recorder.push(op);
             }
+        }
+    }
+
+    /// The mask a create of this request must apply: the caller's umask when the
+    /// kernel left it to us, else none (the kernel already applied it).
+    fn create_mask(&self, umask: u32) -> u32 {
+        if self.dont_mask.load(std::sync::atomic::Ordering::Relaxed) {
+            umask
+        } else {
+            0
+        }
+    }
+
+    /// Gives the mount a way to invalidate the kernel's caches.
+    pub fn set_notifier(&self, notifier: fuser::Notifier) {
+        let _ = self.notifier.set(notifier);
+    }
+
+    /// Tells the kernel that inode `ino`'s cached attributes are stale (the daemon
+    /// changed its mode behind the kernel's back: set-ID bits dropped, an ACL set).
+    fn attributes_changed(&self, ino: u64) {
+        if let Some(notifier) = self.notifier.get() {
+            let _ = notifier.inval_inode(INodeNo(ino), -1, 0);
         }
     }
 

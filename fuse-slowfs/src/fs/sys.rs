@@ -83,17 +83,37 @@ pub fn is_privileged(mode: u32) -> bool {
 /// truncates it. The mount negotiates FUSE_HANDLE_KILLPRIV_V2, which makes this
 /// the daemon's job; the daemon itself holds CAP_FSETID, so the backing
 /// filesystem would not do it for its writes.
-pub fn drop_privileges(fd: RawFd) -> SysResult<()> {
+pub fn drop_privileges(fd: RawFd) -> SysResult<bool> {
     let mode = stat_fd(fd)?.st_mode;
     if !is_privileged(mode) {
-        return Ok(());
+        return Ok(false);
     }
     let mut kept = mode & 0o7777 & !libc::S_ISUID;
     if mode & libc::S_IXGRP != 0 {
         kept &= !libc::S_ISGID;
     }
     // SAFETY: valid C string for a path through /proc to an fd we own.
-    check(unsafe { libc::chmod(proc_path(fd).as_ptr(), kept) })
+    check(unsafe { libc::chmod(proc_path(fd).as_ptr(), kept) })?;
+    Ok(true)
+}
+
+/// Runs `create` with the file-creation mask `umask` in force for this thread
+/// alone. Each thread that creates gets its own filesystem context once
+/// (`unshare(CLONE_FS)`, as virtiofsd does), so the mask of one request never leaks
+/// into another's; the backing filesystem then applies either the mask or the
+/// parent's default ACL, exactly as for a local caller.
+pub fn with_umask<T>(umask: u32, create: impl FnOnce() -> SysResult<T>) -> SysResult<T> {
+    thread_local! {
+        static OWN_FS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if !OWN_FS.get() {
+        // SAFETY: unshare(CLONE_FS) only detaches this thread's cwd/root/umask.
+        check(unsafe { libc::unshare(libc::CLONE_FS) })?;
+        OWN_FS.set(true);
+    }
+    // SAFETY: sets this thread's own mask (unshared above).
+    unsafe { libc::umask(umask & 0o777) };
+    create()
 }
 
 /// `fstatat(dir, name, flags | AT_SYMLINK_NOFOLLOW)`.

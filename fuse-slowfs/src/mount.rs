@@ -43,6 +43,10 @@ pub struct MountConfig {
     /// every request through the daemon (`never`). Passthrough excludes the
     /// writeback cache, and the crash model and recording turn it off.
     pub passthrough: bool,
+    /// A parked (delayed or hung) request ends with EINTR as soon as its caller is
+    /// interrupted or killed, like an NFS mount with `intr`; off (`--no-intr`): it
+    /// waits out its fault whatever happens to the caller.
+    pub interruptible: bool,
 }
 
 /// What a crash keeps.
@@ -83,6 +87,7 @@ impl MountConfig {
             record: false,
             crash_model: CrashModel::None,
             passthrough: true,
+            interruptible: true,
         }
     }
 }
@@ -150,6 +155,7 @@ impl Mount {
             config.crash_model == CrashModel::Strict,
             // Kernel passthrough needs CAP_SYS_ADMIN: without root, the daemon serves.
             config.passthrough && as_root(),
+            config.interruptible,
         )?;
         let inner = fs.inner();
 
@@ -248,6 +254,13 @@ impl Mount {
     /// Releases every hung request; returns how many there were.
     pub fn release(&self) -> usize {
         self.inner.scheduler.release()
+    }
+
+    /// A handle that ends every wait (parked requests run at once, new ones do
+    /// not wait), for use from another thread, e.g. on a termination signal.
+    pub fn releaser(&self) -> impl Fn() + Send + Sync + 'static {
+        let inner = Arc::clone(&self.inner);
+        move || inner.scheduler.shutdown()
     }
 
     /// Requests parked right now (delayed or hung).

@@ -12,7 +12,11 @@ use nix::sys::signal::{SigSet, Signal};
 use slowfs::control::{default_socket, request, Command as CtlCommand};
 use slowfs::{Mount, MountConfig};
 
-use super::signals::{block_termination, wait_unless};
+use super::signals::{self, block_termination, wait_unless, Terminal};
+
+/// How long `slowfs run` lets the command react to a forwarded termination signal
+/// before it releases the command's parked requests and kills its process group.
+const GRACE: Duration = Duration::from_secs(5);
 use super::{CtlAction, FaultArgs};
 
 /// Builds the fault spec from `--profile`, `--config` and `--set`, in that order.
@@ -46,6 +50,7 @@ fn config(args: &FaultArgs, backing: PathBuf, mountpoint: PathBuf) -> anyhow::Re
     config.control = Some(args.ctl_socket.clone());
     config.crash_model = args.crash_model;
     config.passthrough = args.passthrough == "auto";
+    config.interruptible = !args.no_intr;
     Ok(config)
 }
 
@@ -122,12 +127,15 @@ pub fn run(args: FaultArgs, quiet: bool, command: Vec<OsString>) -> anyhow::Resu
     if let Some(socket) = mount.control_socket() {
         child.env("SLOWFS_CTL", socket);
     }
-    // SAFETY: only async-signal-safe calls (sigprocmask) between fork and exec.
+    // SAFETY: only async-signal-safe calls (sigprocmask, setpgid) between fork and exec.
     unsafe {
         child.pre_exec(|| {
             SigSet::all()
                 .thread_unblock()
                 .map_err(std::io::Error::from)?;
+            // Its own process group, so that it and everything it starts can be
+            // ended together.
+            nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
             Ok(())
         });
     }
@@ -138,14 +146,36 @@ pub fn run(args: FaultArgs, quiet: bool, command: Vec<OsString>) -> anyhow::Resu
             bail!("cannot start {:?}: {e}", command[0]);
         }
     };
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    // Signals to slowfs go on to the command; slowfs unmounts once it has exited.
-    std::thread::spawn(move || loop {
-        if let Ok(signal) = signals.wait() {
-            let _ = nix::sys::signal::kill(pid, signal);
+    let group = nix::unistd::Pid::from_raw(child.id() as i32);
+    let terminal = Terminal::hand_to(group);
+    // A termination signal goes on to the command's group; if it has not exited
+    // GRACE later, its parked requests are let go and the group is killed.
+    let release = mount.releaser();
+    std::thread::spawn(move || {
+        let mut escalation: Option<std::time::Instant> = None;
+        loop {
+            let timeout = escalation.map(|at| at.saturating_duration_since(Instant::now()));
+            match signals::wait_for(&signals, timeout.unwrap_or(Duration::from_secs(3600))) {
+                Some(signal) => {
+                    let _ = nix::sys::signal::killpg(group, signal);
+                    escalation.get_or_insert(Instant::now() + GRACE);
+                }
+                None if escalation.is_some_and(|at| Instant::now() >= at) => {
+                    eprintln!(
+                        "slowfs: the command did not exit {} s after the signal; releasing \
+                         its requests and killing its process group",
+                        GRACE.as_secs()
+                    );
+                    release();
+                    let _ = nix::sys::signal::killpg(group, Signal::SIGKILL);
+                    escalation = None;
+                }
+                None => {}
+            }
         }
     });
     let status = child.wait().context("waiting for the command")?;
+    drop(terminal);
     if !quiet {
         eprint!("{}", mount.stats().render());
     }

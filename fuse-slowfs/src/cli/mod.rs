@@ -225,6 +225,11 @@ struct FaultArgs {
     /// `never`: every request goes through the daemon.
     #[arg(long, default_value = "auto", value_parser = ["auto", "never"])]
     passthrough: String,
+    /// Keep a delayed or hung request waiting even when its caller is interrupted
+    /// or killed (NFS `nointr`). By default it ends at once with EINTR, so a
+    /// killed process can exit and one with a signal handler sees EINTR.
+    #[arg(long)]
+    no_intr: bool,
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {

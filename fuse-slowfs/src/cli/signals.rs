@@ -40,3 +40,46 @@ pub fn wait_unless(set: &SigSet, ended: impl Fn() -> bool) -> Option<Signal> {
         }
     }
 }
+
+/// Waits up to `timeout` for one of `set`'s signals.
+pub fn wait_for(set: &SigSet, timeout: std::time::Duration) -> Option<Signal> {
+    let timeout = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `set` is an initialised sigset; no siginfo is asked for.
+    let signo = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &timeout) };
+    Signal::try_from(signo).ok()
+}
+
+/// The controlling terminal lent to the command's process group while it runs
+/// (so that it can read from it and Ctrl-C reaches it, as under a shell), and
+/// taken back on drop. Does nothing when standard input is not a terminal.
+pub struct Terminal {
+    ours: Option<nix::unistd::Pid>,
+}
+
+impl Terminal {
+    /// Makes `group` the terminal's foreground process group.
+    pub fn hand_to(group: nix::unistd::Pid) -> Terminal {
+        let stdin = std::io::stdin();
+        let Ok(ours) = nix::unistd::tcgetpgrp(&stdin) else {
+            return Terminal { ours: None };
+        };
+        // A background process group that changes the terminal gets SIGTTOU.
+        // SAFETY: SIG_IGN installs no handler code.
+        let _ = unsafe { signal(Signal::SIGTTOU, SigHandler::SigIgn) };
+        if nix::unistd::tcsetpgrp(&stdin, group).is_err() {
+            return Terminal { ours: None };
+        }
+        Terminal { ours: Some(ours) }
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        if let Some(ours) = self.ours {
+            let _ = nix::unistd::tcsetpgrp(std::io::stdin(), ours);
+        }
+    }
+}

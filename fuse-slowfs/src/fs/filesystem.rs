@@ -19,7 +19,7 @@ use fuser::{
 
 use super::inodes::Node;
 use super::sys::{self, check, cvt, SysResult};
-use super::{attr, file_type, Inner, SlowFs};
+use super::{attr, file_type, Ask, Inner, SlowFs};
 use crate::stats::Outcome;
 
 const GENERATION: Generation = Generation(0);
@@ -216,14 +216,17 @@ impl Filesystem for SlowFs {
         self.inner.scheduler.shutdown();
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let inner = &self.inner;
         let path = inner.child_path(parent.0, name);
         let name = name.to_os_string();
         inner.serve(
-            Op::Lookup,
-            &path,
-            0,
+            Ask {
+                caller: req.pid(),
+                op: Op::Lookup,
+                path: &path,
+                bytes: 0,
+            },
             &[],
             reply,
             move |inner, done, _, _| {
@@ -243,13 +246,16 @@ impl Filesystem for SlowFs {
         self.inner.inodes.forget(ino.0, nlookup);
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Op::Getattr,
-            &path,
-            0,
+            Ask {
+                caller: req.pid(),
+                op: Op::Getattr,
+                path: &path,
+                bytes: 0,
+            },
             &[],
             reply,
             move |inner, done, _, _| {
@@ -287,9 +293,12 @@ impl Filesystem for SlowFs {
         let path = inner.path_of(ino.0);
         let unprivileged = req.uid() != 0;
         inner.serve(
-            Op::Setattr,
-            &path,
-            0,
+            Ask {
+                caller: req.pid(),
+                op: Op::Setattr,
+                path: &path,
+                bytes: 0,
+            },
             &[],
             reply,
             move |inner, done, _, _| {
@@ -326,13 +335,16 @@ impl Filesystem for SlowFs {
         );
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Op::Readlink,
-            &path,
-            0,
+            Ask {
+                caller: req.pid(),
+                op: Op::Readlink,
+                path: &path,
+                bytes: 0,
+            },
             &[],
             reply,
             move |inner, done, _, _| {
@@ -361,24 +373,36 @@ impl Filesystem for SlowFs {
         let path = inner.child_path(parent.0, name);
         let name = name.to_os_string();
         let caller = Caller::of(req);
-        inner.serve(Op::Mknod, &path, 0, &[], reply, move |inner, done, _, _| {
-            let result = (|| {
-                let dir = inner.inodes.get(parent)?;
-                let cname = sys::component(&name)?;
-                sys::with_umask(inner.create_mask(umask), || {
-                    // SAFETY: plain syscall with a valid C string.
-                    check(unsafe { libc::mknodat(dir.raw(), cname.as_ptr(), mode, rdev as u64) })
-                })?;
-                inner.adopt(&dir, &cname, caller, mode, mode & libc::S_IFMT)?;
-                inner
-                    .entry(parent.0, &dir, &name)
-                    .inspect(|a| inner.record_created(parent.0, &name, a, NodeKind::File))
-            })();
-            let ttl = inner.ttl();
-            done.respond(inner, result, |r, a| {
-                r.entry(&ttl, &a, GENERATION);
-            })
-        });
+        inner.serve(
+            Ask {
+                caller: req.pid(),
+                op: Op::Mknod,
+                path: &path,
+                bytes: 0,
+            },
+            &[],
+            reply,
+            move |inner, done, _, _| {
+                let result = (|| {
+                    let dir = inner.inodes.get(parent)?;
+                    let cname = sys::component(&name)?;
+                    sys::with_umask(inner.create_mask(umask), || {
+                        // SAFETY: plain syscall with a valid C string.
+                        check(unsafe {
+                            libc::mknodat(dir.raw(), cname.as_ptr(), mode, rdev as u64)
+                        })
+                    })?;
+                    inner.adopt(&dir, &cname, caller, mode, mode & libc::S_IFMT)?;
+                    inner
+                        .entry(parent.0, &dir, &name)
+                        .inspect(|a| inner.record_created(parent.0, &name, a, NodeKind::File))
+                })();
+                let ttl = inner.ttl();
+                done.respond(inner, result, |r, a| {
+                    r.entry(&ttl, &a, GENERATION);
+                })
+            },
+        );
     }
 
     fn mkdir(
@@ -394,32 +418,42 @@ impl Filesystem for SlowFs {
         let path = inner.child_path(parent.0, name);
         let name = name.to_os_string();
         let caller = Caller::of(req);
-        inner.serve(Op::Mkdir, &path, 0, &[], reply, move |inner, done, _, _| {
-            let result = (|| {
-                let dir = inner.inodes.get(parent)?;
-                let cname = sys::component(&name)?;
-                sys::with_umask(inner.create_mask(umask), || {
-                    // SAFETY: plain syscall with a valid C string.
-                    check(unsafe { libc::mkdirat(dir.raw(), cname.as_ptr(), mode) })
-                })?;
-                inner.adopt(&dir, &cname, caller, mode, libc::S_IFDIR)?;
-                inner
-                    .entry(parent.0, &dir, &name)
-                    .inspect(|a| inner.record_created(parent.0, &name, a, NodeKind::Dir))
-            })();
-            let ttl = inner.ttl();
-            done.respond(inner, result, |r, a| {
-                r.entry(&ttl, &a, GENERATION);
-            })
-        });
+        inner.serve(
+            Ask {
+                caller: req.pid(),
+                op: Op::Mkdir,
+                path: &path,
+                bytes: 0,
+            },
+            &[],
+            reply,
+            move |inner, done, _, _| {
+                let result = (|| {
+                    let dir = inner.inodes.get(parent)?;
+                    let cname = sys::component(&name)?;
+                    sys::with_umask(inner.create_mask(umask), || {
+                        // SAFETY: plain syscall with a valid C string.
+                        check(unsafe { libc::mkdirat(dir.raw(), cname.as_ptr(), mode) })
+                    })?;
+                    inner.adopt(&dir, &cname, caller, mode, libc::S_IFDIR)?;
+                    inner
+                        .entry(parent.0, &dir, &name)
+                        .inspect(|a| inner.record_created(parent.0, &name, a, NodeKind::Dir))
+                })();
+                let ttl = inner.ttl();
+                done.respond(inner, result, |r, a| {
+                    r.entry(&ttl, &a, GENERATION);
+                })
+            },
+        );
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.remove(Op::Unlink, parent, name, 0, reply);
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(req, Op::Unlink, parent, name, 0, reply);
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.remove(Op::Rmdir, parent, name, libc::AT_REMOVEDIR, reply);
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(req, Op::Rmdir, parent, name, libc::AT_REMOVEDIR, reply);
     }
 
     fn symlink(
@@ -436,9 +470,12 @@ impl Filesystem for SlowFs {
         let target = target.as_os_str().to_os_string();
         let caller = Caller::of(req);
         inner.serve(
-            Op::Symlink,
-            &path,
-            0,
+            Ask {
+                caller: req.pid(),
+                op: Op::Symlink,
+                path: &path,
+                bytes: 0,
+            },
             &[],
             reply,
             move |inner, done, _, _| {
@@ -464,7 +501,7 @@ impl Filesystem for SlowFs {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -476,9 +513,12 @@ impl Filesystem for SlowFs {
         let path = inner.child_path(parent.0, name);
         let (name, newname) = (name.to_os_string(), newname.to_os_string());
         inner.serve(
-            Op::Rename,
-            &path,
-            0,
+            Ask {
+                caller: req.pid(),
+                op: Op::Rename,
+                path: &path,
+                bytes: 0,
+            },
             &[],
             reply,
             move |inner, done, _, _| {
@@ -538,7 +578,7 @@ impl Filesystem for SlowFs {
 
     fn link(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         newparent: INodeNo,
         newname: &OsStr,
@@ -547,36 +587,46 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.child_path(newparent.0, newname);
         let newname = newname.to_os_string();
-        inner.serve(Op::Link, &path, 0, &[], reply, move |inner, done, _, _| {
-            let result = (|| {
-                let inode = inner.inodes.get(ino)?;
-                let dir = inner.inodes.get(newparent)?;
-                let cname = sys::component(&newname)?;
-                // SAFETY: plain syscall with valid C strings.
-                check(unsafe {
-                    libc::linkat(
-                        inode.raw(),
-                        c"".as_ptr(),
-                        dir.raw(),
-                        cname.as_ptr(),
-                        libc::AT_EMPTY_PATH,
-                    )
-                })?;
-                inner.entry(newparent.0, &dir, &newname).inspect(|_| {
-                    inner.record(|| {
-                        Some(LogOp::Link {
-                            dir: inner.node(newparent.0)?,
-                            name: newname.to_string_lossy().into_owned(),
-                            node: inner.node(ino.0)?,
+        inner.serve(
+            Ask {
+                caller: req.pid(),
+                op: Op::Link,
+                path: &path,
+                bytes: 0,
+            },
+            &[],
+            reply,
+            move |inner, done, _, _| {
+                let result = (|| {
+                    let inode = inner.inodes.get(ino)?;
+                    let dir = inner.inodes.get(newparent)?;
+                    let cname = sys::component(&newname)?;
+                    // SAFETY: plain syscall with valid C strings.
+                    check(unsafe {
+                        libc::linkat(
+                            inode.raw(),
+                            c"".as_ptr(),
+                            dir.raw(),
+                            cname.as_ptr(),
+                            libc::AT_EMPTY_PATH,
+                        )
+                    })?;
+                    inner.entry(newparent.0, &dir, &newname).inspect(|_| {
+                        inner.record(|| {
+                            Some(LogOp::Link {
+                                dir: inner.node(newparent.0)?,
+                                name: newname.to_string_lossy().into_owned(),
+                                node: inner.node(ino.0)?,
+                            })
                         })
                     })
+                })();
+                let ttl = inner.ttl();
+                done.respond(inner, result, |r, a| {
+                    r.entry(&ttl, &a, GENERATION);
                 })
-            })();
-            let ttl = inner.ttl();
-            done.respond(inner, result, |r, a| {
-                r.entry(&ttl, &a, GENERATION);
-            })
-        });
+            },
+        );
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -585,48 +635,58 @@ impl Filesystem for SlowFs {
         let fopen = inner.open_flags(&path);
         let passthrough = inner.passthrough_for(&path);
         let unprivileged = req.uid() != 0;
-        inner.serve(Op::Open, &path, 0, &[], reply, move |inner, done, _, _| {
-            let truncate = flags.0 & libc::O_TRUNC != 0;
-            let opened = inner.inodes.get(ino).and_then(|inode| {
-                let fd = inner.with_fds(|| {
-                    sys::reopen(inode.raw(), backing_flags(flags.0, inner.writeback()))
-                })?;
-                if truncate && unprivileged && sys::drop_privileges(sys::raw(&fd))? {
-                    inner.attributes_changed(ino.0);
-                }
-                // Writes to a set-ID file must reach the daemon, which drops the bits
-                // (asked only when passthrough is on the table: a stat per open).
-                let privileged =
-                    passthrough && sys::is_privileged(sys::stat_fd(sys::raw(&fd))?.st_mode);
-                Ok((inode, fd, privileged))
-            });
-            let (inode, fd, privileged) = match opened {
-                Ok(opened) => opened,
-                Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
-            };
-            if truncate {
-                inner.record(|| {
-                    Some(LogOp::SetLen {
-                        node: inner.node(ino.0)?,
-                        len: 0,
-                    })
+        inner.serve(
+            Ask {
+                caller: req.pid(),
+                op: Op::Open,
+                path: &path,
+                bytes: 0,
+            },
+            &[],
+            reply,
+            move |inner, done, _, _| {
+                let truncate = flags.0 & libc::O_TRUNC != 0;
+                let opened = inner.inodes.get(ino).and_then(|inode| {
+                    let fd = inner.with_fds(|| {
+                        sys::reopen(inode.raw(), backing_flags(flags.0, inner.writeback()))
+                    })?;
+                    if truncate && unprivileged && sys::drop_privileges(sys::raw(&fd))? {
+                        inner.attributes_changed(ino.0);
+                    }
+                    // Writes to a set-ID file must reach the daemon, which drops the bits
+                    // (asked only when passthrough is on the table: a stat per open).
+                    let privileged =
+                        passthrough && sys::is_privileged(sys::stat_fd(sys::raw(&fd))?.st_mode);
+                    Ok((inode, fd, privileged))
                 });
-            }
-            let reply = done.record(inner, Outcome::default());
-            let backing = (passthrough && !privileged)
-                .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
-                .flatten();
-            let fh = inner.handles.insert(fd, backing.clone());
-            match backing {
-                Some(id) => reply.opened_passthrough(fh, FopenFlags::empty(), &id),
-                None => reply.opened(fh, fopen),
-            }
-        });
+                let (inode, fd, privileged) = match opened {
+                    Ok(opened) => opened,
+                    Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
+                };
+                if truncate {
+                    inner.record(|| {
+                        Some(LogOp::SetLen {
+                            node: inner.node(ino.0)?,
+                            len: 0,
+                        })
+                    });
+                }
+                let reply = done.record(inner, Outcome::default());
+                let backing = (passthrough && !privileged)
+                    .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
+                    .flatten();
+                let fh = inner.handles.insert(fd, backing.clone());
+                match backing {
+                    Some(id) => reply.opened_passthrough(fh, FopenFlags::empty(), &id),
+                    None => reply.opened(fh, fopen),
+                }
+            },
+        );
     }
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -638,9 +698,12 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Op::Read,
-            &path,
-            size as u64,
+            Ask {
+                caller: req.pid(),
+                op: Op::Read,
+                path: &path,
+                bytes: size as u64,
+            },
             &[],
             reply,
             move |inner, done, short, _| {
@@ -663,7 +726,7 @@ impl Filesystem for SlowFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -677,9 +740,12 @@ impl Filesystem for SlowFs {
         let path = inner.path_of(ino.0);
         let len = data.len() as u64;
         inner.serve(
-            Op::Write,
-            &path,
-            len,
+            Ask {
+                caller: req.pid(),
+                op: Op::Write,
+                path: &path,
+                bytes: len,
+            },
             data,
             reply,
             move |inner, done, short, data| {
@@ -716,7 +782,7 @@ impl Filesystem for SlowFs {
 
     fn flush(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         _lock_owner: LockOwner,
@@ -724,23 +790,33 @@ impl Filesystem for SlowFs {
     ) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
-        inner.serve(Op::Flush, &path, 0, &[], reply, move |inner, done, _, _| {
-            // close(dup(fd)): what close(2) would do on the backing file (NFS-style
-            // backing filesystems report write-back errors here), without closing ours.
-            let result = inner.handles.get(fh).and_then(|h| {
-                // SAFETY: dup of an fd we own; the copy is closed at once.
-                let copy = cvt(unsafe { libc::dup(h.raw()) })?;
-                check(unsafe { libc::close(copy) })
-            });
-            done.respond(inner, result, |r, ()| {
-                r.ok();
-            })
-        });
+        inner.serve(
+            Ask {
+                caller: req.pid(),
+                op: Op::Flush,
+                path: &path,
+                bytes: 0,
+            },
+            &[],
+            reply,
+            move |inner, done, _, _| {
+                // close(dup(fd)): what close(2) would do on the backing file (NFS-style
+                // backing filesystems report write-back errors here), without closing ours.
+                let result = inner.handles.get(fh).and_then(|h| {
+                    // SAFETY: dup of an fd we own; the copy is closed at once.
+                    let copy = cvt(unsafe { libc::dup(h.raw()) })?;
+                    check(unsafe { libc::close(copy) })
+                });
+                done.respond(inner, result, |r, ()| {
+                    r.ok();
+                })
+            },
+        );
     }
 
     fn release(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
@@ -748,18 +824,19 @@ impl Filesystem for SlowFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.close_handle(Op::Release, ino, fh, reply);
+        self.close_handle(req, Op::Release, ino, fh, reply);
     }
 
     fn fsync(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
         self.sync(
+            req,
             if datasync { Op::Fdatasync } else { Op::Fsync },
             ino,
             fh,
@@ -768,13 +845,16 @@ impl Filesystem for SlowFs {
         );
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Op::Opendir,
-            &path,
-            0,
+            Ask {
+                caller: req.pid(),
+                op: Op::Opendir,
+                path: &path,
+                bytes: 0,
+            },
             &[],
             reply,
             move |inner, done, _, _| {
@@ -796,7 +876,7 @@ impl Filesystem for SlowFs {
 
     fn readdir(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -805,9 +885,12 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Op::Readdir,
-            &path,
-            0,
+            Ask {
+                caller: req.pid(),
+                op: Op::Readdir,
+                path: &path,
+                bytes: 0,
+            },
             &[],
             reply,
             move |inner, done, _, _| {
@@ -838,33 +921,36 @@ impl Filesystem for SlowFs {
 
     fn releasedir(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.close_handle(Op::Releasedir, ino, fh, reply);
+        self.close_handle(req, Op::Releasedir, ino, fh, reply);
     }
 
     fn fsyncdir(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.sync(Op::Fsyncdir, ino, fh, datasync, reply);
+        self.sync(req, Op::Fsyncdir, ino, fh, datasync, reply);
     }
 
-    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Op::Statfs,
-            &path,
-            0,
+            Ask {
+                caller: req.pid(),
+                op: Op::Statfs,
+                path: &path,
+                bytes: 0,
+            },
             &[],
             reply,
             move |inner, done, _, _| {
@@ -891,7 +977,7 @@ impl Filesystem for SlowFs {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -903,9 +989,12 @@ impl Filesystem for SlowFs {
         let path = inner.path_of(ino.0);
         let name = name.to_os_string();
         inner.serve(
-            Op::Xattr,
-            &path,
-            0,
+            Ask {
+                caller: req.pid(),
+                op: Op::Xattr,
+                path: &path,
+                bytes: 0,
+            },
             value,
             reply,
             move |inner, done, _, value| {
@@ -934,69 +1023,102 @@ impl Filesystem for SlowFs {
         );
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         let name = name.to_os_string();
-        inner.serve(Op::Xattr, &path, 0, &[], reply, move |inner, done, _, _| {
-            let result = CString::new(name.as_bytes())
-                .map_err(|_| Errno::EINVAL)
-                .and_then(|name| {
-                    xattr_query(inner, ino, size, |p, buf| {
-                        // SAFETY: valid C strings; buffer valid for its length.
-                        unsafe {
-                            libc::getxattr(
-                                p.as_ptr(),
-                                name.as_ptr(),
-                                buf.as_mut_ptr().cast(),
-                                buf.len(),
-                            )
-                        }
-                    })
-                });
-            done.respond(inner, result, |r, answer| send_xattr(r, size, answer))
-        });
+        inner.serve(
+            Ask {
+                caller: req.pid(),
+                op: Op::Xattr,
+                path: &path,
+                bytes: 0,
+            },
+            &[],
+            reply,
+            move |inner, done, _, _| {
+                let result = CString::new(name.as_bytes())
+                    .map_err(|_| Errno::EINVAL)
+                    .and_then(|name| {
+                        xattr_query(inner, ino, size, |p, buf| {
+                            // SAFETY: valid C strings; buffer valid for its length.
+                            unsafe {
+                                libc::getxattr(
+                                    p.as_ptr(),
+                                    name.as_ptr(),
+                                    buf.as_mut_ptr().cast(),
+                                    buf.len(),
+                                )
+                            }
+                        })
+                    });
+                done.respond(inner, result, |r, answer| send_xattr(r, size, answer))
+            },
+        );
     }
 
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let inner = &self.inner;
-        let path = inner.path_of(ino.0);
-        inner.serve(Op::Xattr, &path, 0, &[], reply, move |inner, done, _, _| {
-            let result = xattr_query(inner, ino, size, |p, buf| {
-                // SAFETY: valid C string; buffer valid for its length.
-                unsafe { libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) }
-            });
-            done.respond(inner, result, |r, answer| send_xattr(r, size, answer))
-        });
-    }
-
-    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let inner = &self.inner;
-        let path = inner.path_of(ino.0);
-        let name = name.to_os_string();
-        inner.serve(Op::Xattr, &path, 0, &[], reply, move |inner, done, _, _| {
-            let result = xattr_target(inner, ino).and_then(|p| {
-                let name = CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)?;
-                // SAFETY: valid C strings.
-                check(unsafe { libc::removexattr(p.as_ptr(), name.as_ptr()) })
-            });
-            let changed = result.is_ok();
-            done.respond(inner, result, |r, ()| {
-                r.ok();
-            });
-            if changed {
-                inner.attributes_changed(ino.0);
-            }
-        });
-    }
-
-    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Op::Access,
-            &path,
-            0,
+            Ask {
+                caller: req.pid(),
+                op: Op::Xattr,
+                path: &path,
+                bytes: 0,
+            },
+            &[],
+            reply,
+            move |inner, done, _, _| {
+                let result = xattr_query(inner, ino, size, |p, buf| {
+                    // SAFETY: valid C string; buffer valid for its length.
+                    unsafe { libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) }
+                });
+                done.respond(inner, result, |r, answer| send_xattr(r, size, answer))
+            },
+        );
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        let name = name.to_os_string();
+        inner.serve(
+            Ask {
+                caller: req.pid(),
+                op: Op::Xattr,
+                path: &path,
+                bytes: 0,
+            },
+            &[],
+            reply,
+            move |inner, done, _, _| {
+                let result = xattr_target(inner, ino).and_then(|p| {
+                    let name = CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)?;
+                    // SAFETY: valid C strings.
+                    check(unsafe { libc::removexattr(p.as_ptr(), name.as_ptr()) })
+                });
+                let changed = result.is_ok();
+                done.respond(inner, result, |r, ()| {
+                    r.ok();
+                });
+                if changed {
+                    inner.attributes_changed(ino.0);
+                }
+            },
+        );
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Ask {
+                caller: req.pid(),
+                op: Op::Access,
+                path: &path,
+                bytes: 0,
+            },
             &[],
             reply,
             move |inner, done, _, _| {
@@ -1029,9 +1151,12 @@ impl Filesystem for SlowFs {
         let name = name.to_os_string();
         let caller = Caller::of(req);
         inner.serve(
-            Op::Create,
-            &path,
-            0,
+            Ask {
+                caller: req.pid(),
+                op: Op::Create,
+                path: &path,
+                bytes: 0,
+            },
             &[],
             reply,
             move |inner, done, _, _| {
@@ -1094,9 +1219,12 @@ impl Filesystem for SlowFs {
         let path = inner.path_of(ino.0);
         let unprivileged = req.uid() != 0;
         inner.serve(
-            Op::Fallocate,
-            &path,
-            length,
+            Ask {
+                caller: req.pid(),
+                op: Op::Fallocate,
+                path: &path,
+                bytes: length,
+            },
             &[],
             reply,
             move |inner, done, _, _| {
@@ -1134,7 +1262,7 @@ impl Filesystem for SlowFs {
 
     fn lseek(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: i64,
@@ -1143,21 +1271,31 @@ impl Filesystem for SlowFs {
     ) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
-        inner.serve(Op::Lseek, &path, 0, &[], reply, move |inner, done, _, _| {
-            let result = inner.handles.get(fh).and_then(|h| {
-                // SAFETY: plain syscall on an fd we own; reads use pread, so moving
-                // this fd's position changes nothing else.
-                cvt(unsafe { libc::lseek(h.raw(), offset, whence) })
-            });
-            done.respond(inner, result, |r, pos| {
-                r.offset(pos);
-            })
-        });
+        inner.serve(
+            Ask {
+                caller: req.pid(),
+                op: Op::Lseek,
+                path: &path,
+                bytes: 0,
+            },
+            &[],
+            reply,
+            move |inner, done, _, _| {
+                let result = inner.handles.get(fh).and_then(|h| {
+                    // SAFETY: plain syscall on an fd we own; reads use pread, so moving
+                    // this fd's position changes nothing else.
+                    cvt(unsafe { libc::lseek(h.raw(), offset, whence) })
+                });
+                done.respond(inner, result, |r, pos| {
+                    r.offset(pos);
+                })
+            },
+        );
     }
 
     fn copy_file_range(
         &self,
-        _req: &Request,
+        req: &Request,
         ino_in: INodeNo,
         fh_in: FileHandle,
         offset_in: u64,
@@ -1171,9 +1309,12 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino_in.0);
         inner.serve(
-            Op::CopyFileRange,
-            &path,
-            len,
+            Ask {
+                caller: req.pid(),
+                op: Op::CopyFileRange,
+                path: &path,
+                bytes: len,
+            },
             &[],
             reply,
             move |inner, done, short, _| {
@@ -1292,71 +1433,117 @@ impl Inner {
 
 impl SlowFs {
     /// release / releasedir: the handle (and its backing fd) goes.
-    fn close_handle(&self, op: Op, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
+    fn close_handle(&self, req: &Request, op: Op, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
-        inner.serve(op, &path, 0, &[], reply, move |inner, done, _, _| {
-            inner.handles.remove(fh);
-            done.record(inner, Outcome::default()).ok();
-        });
+        inner.serve(
+            Ask {
+                caller: req.pid(),
+                op,
+                path: &path,
+                bytes: 0,
+            },
+            &[],
+            reply,
+            move |inner, done, _, _| {
+                inner.handles.remove(fh);
+                done.record(inner, Outcome::default()).ok();
+            },
+        );
     }
 
-    fn remove(&self, op: Op, parent: INodeNo, name: &OsStr, flags: i32, reply: ReplyEmpty) {
+    fn remove(
+        &self,
+        req: &Request,
+        op: Op,
+        parent: INodeNo,
+        name: &OsStr,
+        flags: i32,
+        reply: ReplyEmpty,
+    ) {
         let inner = &self.inner;
         let path = inner.child_path(parent.0, name);
         let name = name.to_os_string();
-        inner.serve(op, &path, 0, &[], reply, move |inner, done, _, _| {
-            let result = inner.inodes.get(parent).and_then(|dir| {
-                let cname = sys::component(&name)?;
-                // The inode loses the name it is reopened by: keep its fd.
-                let victim = inner.inodes.at(parent.0, &name).map(INodeNo);
-                let victim = victim.and_then(|ino| inner.inodes.get(ino).ok());
-                // SAFETY: plain syscall with a valid C string.
-                check(unsafe { libc::unlinkat(dir.raw(), cname.as_ptr(), flags) })?;
-                if let Some(victim) = victim {
-                    inner.inodes.pin(&victim);
-                }
-                inner.record(|| {
-                    Some(LogOp::Remove {
-                        dir: dir.key.1,
-                        name: name.to_string_lossy().into_owned(),
-                    })
+        inner.serve(
+            Ask {
+                caller: req.pid(),
+                op,
+                path: &path,
+                bytes: 0,
+            },
+            &[],
+            reply,
+            move |inner, done, _, _| {
+                let result = inner.inodes.get(parent).and_then(|dir| {
+                    let cname = sys::component(&name)?;
+                    // The inode loses the name it is reopened by: keep its fd.
+                    let victim = inner.inodes.at(parent.0, &name).map(INodeNo);
+                    let victim = victim.and_then(|ino| inner.inodes.get(ino).ok());
+                    // SAFETY: plain syscall with a valid C string.
+                    check(unsafe { libc::unlinkat(dir.raw(), cname.as_ptr(), flags) })?;
+                    if let Some(victim) = victim {
+                        inner.inodes.pin(&victim);
+                    }
+                    inner.record(|| {
+                        Some(LogOp::Remove {
+                            dir: dir.key.1,
+                            name: name.to_string_lossy().into_owned(),
+                        })
+                    });
+                    Ok(())
                 });
-                Ok(())
-            });
-            done.respond(inner, result, |r, ()| {
-                r.ok();
-            })
-        });
+                done.respond(inner, result, |r, ()| {
+                    r.ok();
+                })
+            },
+        );
     }
 
-    fn sync(&self, op: Op, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+    fn sync(
+        &self,
+        req: &Request,
+        op: Op,
+        ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
-        inner.serve(op, &path, 0, &[], reply, move |inner, done, _, _| {
-            let result = inner.handles.get(fh).and_then(|h| {
-                // SAFETY: plain syscalls on an fd we own.
-                check(unsafe {
-                    if datasync {
-                        libc::fdatasync(h.raw())
-                    } else {
-                        libc::fsync(h.raw())
-                    }
-                })?;
-                inner.record(|| {
-                    let node = inner.node(ino.0)?;
-                    Some(if op == Op::Fsyncdir {
-                        LogOp::FsyncDir { dir: node }
-                    } else {
-                        LogOp::Fsync { node }
-                    })
+        inner.serve(
+            Ask {
+                caller: req.pid(),
+                op,
+                path: &path,
+                bytes: 0,
+            },
+            &[],
+            reply,
+            move |inner, done, _, _| {
+                let result = inner.handles.get(fh).and_then(|h| {
+                    // SAFETY: plain syscalls on an fd we own.
+                    check(unsafe {
+                        if datasync {
+                            libc::fdatasync(h.raw())
+                        } else {
+                            libc::fsync(h.raw())
+                        }
+                    })?;
+                    inner.record(|| {
+                        let node = inner.node(ino.0)?;
+                        Some(if op == Op::Fsyncdir {
+                            LogOp::FsyncDir { dir: node }
+                        } else {
+                            LogOp::Fsync { node }
+                        })
+                    });
+                    Ok(())
                 });
-                Ok(())
-            });
-            done.respond(inner, result, |r, ()| {
-                r.ok();
-            })
-        });
+                done.respond(inner, result, |r, ()| {
+                    r.ok();
+                })
+            },
+        );
     }
 }
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use fault_inject::{FaultPlan, Op};
 use fuser::{Errno, FileAttr, FileType, INodeNo};
 
-use crate::scheduler::Scheduler;
+use crate::scheduler::{Fate, Scheduler};
 use crate::stats::{Outcome, Stats};
 pub use crash::DurabilityReport;
 use handles::Handles;
@@ -74,6 +74,7 @@ impl SlowFs {
         record: bool,
         crash_model: bool,
         passthrough: bool,
+        interruptible: bool,
     ) -> std::io::Result<SlowFs> {
         let root: OwnedFd = std::fs::File::open(backing)
             .map_err(|e| {
@@ -123,7 +124,7 @@ impl SlowFs {
                 handles: Handles::default(),
                 plan,
                 stats: Stats::default(),
-                scheduler: Scheduler::new()?,
+                scheduler: Scheduler::new(interruptible)?,
                 tuning,
                 writeback_allowed: !record && !crash_model,
                 writeback: Default::default(),
@@ -263,18 +264,22 @@ impl Inner {
     /// a write's payload (empty otherwise); it is copied only if the request must wait.
     fn serve<R: AnyReply>(
         self: &Arc<Self>,
-        op: Op,
-        path: &str,
-        bytes: u64,
+        Ask {
+            caller,
+            op,
+            path,
+            bytes,
+        }: Ask,
         data: &[u8],
         reply: R,
         job: impl FnOnce(&Arc<Inner>, Done<R>, Option<u64>, &[u8]) + Send + 'static,
     ) {
+        let arrived = Instant::now();
         let verdict = self.plan.decide(op, path, bytes);
         let done = Done {
             reply,
             op,
-            arrived: Instant::now(),
+            arrived,
             faulted: !verdict.is_clean(),
         };
         if verdict.crash {
@@ -285,19 +290,37 @@ impl Inner {
         }
         let error = verdict.error.map(Errno::from_i32);
         let short = verdict.short_to;
-        let finish = move |inner: &Arc<Inner>, data: &[u8]| match error {
-            Some(errno) => done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
-            None => job(inner, done, short, data),
+        let finish = move |inner: &Arc<Inner>, data: &[u8], fate: Fate| match (fate, error) {
+            (Fate::Interrupted, _) => done.respond(inner, Err::<(), _>(Errno::EINTR), |_, ()| {}),
+            (Fate::Run, Some(errno)) => done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
+            (Fate::Run, None) => job(inner, done, short, data),
         };
         if verdict.delay.is_zero() && verdict.hang.is_none() {
-            finish(self, data);
+            finish(self, data, Fate::Run);
         } else {
             let inner = Arc::clone(self);
             let data = data.to_vec();
-            self.scheduler
-                .after(verdict.delay, verdict.hang, move || finish(&inner, &data));
+            // A delay counts from the request's arrival, not from now.
+            self.scheduler.park(
+                arrived + verdict.delay,
+                verdict.hang,
+                verdict.delay,
+                caller,
+                move |fate| finish(&inner, &data, fate),
+            );
         }
     }
+}
+
+/// What a request asks the fault plan about.
+pub(crate) struct Ask<'a> {
+    /// The requesting thread (FUSE's `pid`): its interruption ends a parked request.
+    caller: u32,
+    op: Op,
+    /// Mount-relative path, for path globs.
+    path: &'a str,
+    /// Bytes the request moves, for throttles and quotas.
+    bytes: u64,
 }
 
 /// A request's reply, still to be sent, with what the stats need to know about it.

@@ -1,5 +1,5 @@
 //! The Python libraries through the driver protocol, and drivers that misbehave.
-//! `.ci/run` makes the venv (`python3 -m venv .venv && .venv/bin/pip install
+//! `scripts/test.sh` makes the venv (`python3 -m venv .venv && .venv/bin/pip install
 //! aiofiles ayafileio`); without it these tests fail and say so.
 
 use std::path::PathBuf;
@@ -15,7 +15,7 @@ fn python() -> PathBuf {
         .unwrap_or(venv);
     assert!(
         python.exists(),
-        "{} is missing: create it with `python3 -m venv .venv && .venv/bin/pip install aiofiles ayafileio` (.ci/run does)",
+        "{} is missing: create it with `python3 -m venv .venv && .venv/bin/pip install aiofiles ayafileio` (scripts/test.sh does)",
         python.display()
     );
     python

@@ -1,6 +1,6 @@
 //! Third-party filesystem suites on a slowfs mount with no rules: fsx (data
 //! integrity under every I/O operation it knows) and pjdfstest (POSIX semantics).
-//! `.ci/run` installs both (`cargo install fsx pjdfstest`); a missing tool fails.
+//! `scripts/test.sh` installs both (`cargo install fsx pjdfstest`); a missing tool fails.
 
 mod common;
 
@@ -25,7 +25,7 @@ fn tool(name: &str) -> PathBuf {
         .map(|dir| dir.join(name))
         .find(|path| path.is_file())
         .unwrap_or_else(|| {
-            panic!("{name} is not installed: run `cargo install {name}` (.ci/run does)")
+            panic!("{name} is not installed: run `cargo install {name}` (scripts/test.sh does)")
         })
 }
 

@@ -62,6 +62,9 @@ impl Drop for Watcher {
 }
 
 fn watch(shared: &Shared, stop: &AtomicBool) {
+    // The scan must never delay a timer: it runs at the lowest priority.
+    // SAFETY: setpriority on this thread (PRIO_PROCESS with a tid) only lowers it.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
     while !stop.load(Ordering::SeqCst) {
         let now = Instant::now();
         let candidates: Vec<(u64, u32)> = {
@@ -70,6 +73,8 @@ fn watch(shared: &Shared, stop: &AtomicBool) {
                 .parked
                 .iter()
                 .filter(|(_, p)| p.caller != 0 && now.duration_since(p.parked_at) >= MIN_AGE)
+                // One that ends within the next scan anyway is not worth a read.
+                .filter(|(_, p)| p.deadline.is_none_or(|d| d > now + MIN_INTERVAL * 2))
                 .map(|(&id, p)| (id, p.caller))
                 .collect()
         };

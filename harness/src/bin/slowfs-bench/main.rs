@@ -1,10 +1,15 @@
 //! `slowfs-bench`: engine throughput, side by side in one run.
 //!
+//! `slowfs-bench fidelity [--json FILE]` measures whether faults are what their
+//! rules say (see `fidelity.rs`).
+//!
 //! `slowfs-bench engines [--json FILE]` measures every backend on local disk
 //! (4 KiB random reads of a hot file at several concurrencies, 1 MiB sequential
 //! reads and writes) and on slowfs with every read and write delayed 10 ms
 //! (throughput against concurrency, next to what Little's law allows a pool of
 //! N threads: N / latency).
+
+mod fidelity;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,6 +43,17 @@ enum Command {
         /// Directory on local disk for the hot file.
         #[arg(long, default_value = "/var/tmp")]
         dir: PathBuf,
+    },
+    /// Injected against observed: fixed delays (1 and 1,000 at once),
+    /// distributions (KS statistic), spikes, throttle and IOPS, the nfs and hdd
+    /// profiles, measured at the caller's syscall.
+    Fidelity {
+        /// Also write the report as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Fraction of the full sample counts (1.0 takes a few minutes).
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
     },
 }
 
@@ -276,7 +292,18 @@ fn print(rows: &[Row]) {
 }
 
 fn main() -> anyhow::Result<()> {
-    let Command::Engines { json, seconds, dir } = Cli::parse().command;
+    let (json, seconds, dir) = match Cli::parse().command {
+        Command::Engines { json, seconds, dir } => (json, seconds, dir),
+        Command::Fidelity { json, scale } => {
+            let report = fidelity::run(scale)?;
+            fidelity::print(&report);
+            if let Some(path) = json {
+                fidelity::write_json(&report, &path)?;
+                eprintln!("slowfs-bench: wrote {}", path.display());
+            }
+            return Ok(());
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

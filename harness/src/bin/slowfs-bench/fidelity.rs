@@ -524,6 +524,6 @@ mod tests {
     fn ks_is_zero_for_equal_samples_and_one_for_disjoint() {
         let mut a = vec![1.0, 2.0, 3.0];
         assert_eq!(ks_statistic(&mut a.clone(), &mut a), 0.0);
-        assert_eq!(ks_statistic(&mut vec![1.0, 2.0], &mut vec![5.0, 6.0]), 1.0);
+        assert_eq!(ks_statistic(&mut [1.0, 2.0], &mut [5.0, 6.0]), 1.0);
     }
 }

@@ -170,14 +170,19 @@ fn count(text: &str) -> Result<u64, String> {
 }
 
 fn byte_range(text: &str) -> Result<(u64, u64), String> {
+    if text == "0" {
+        // Spelled out on purpose: every matching read/write moves nothing.
+        return Ok((0, 0));
+    }
     let (lo, hi) = text
         .split_once("..")
         .ok_or_else(|| format!("expected a byte range like 1..512, found '{text}'"))?;
     let (lo, hi) = (parse_size(lo)?, parse_size(hi)?);
     if lo == 0 {
         return Err(format!(
-            "range '{text}' starts at 0, but a read or write moves at least 1 byte (a 0-byte \
-             read means end of file; write e.g. 1..{})",
+            "range '{text}' starts at 0: a 0-byte read means end of file and a 0-byte \
+             write makes write loops spin (write e.g. 1..{}; to make every read or write move \
+             nothing on purpose, write short=0)",
             hi.max(1)
         ));
     }
@@ -470,7 +475,7 @@ mod tests {
     #[test]
     fn absurd_values_are_refused_with_the_fix() {
         for (text, offset, says) in [
-            ("write short=0..0", 6, "at least 1 byte"),
+            ("write short=0..0", 6, "write short=0)"),
             ("read path= error=EIO", 5, "leave out path="),
             (
                 "read delay=lognormal(2ms,1e308)",

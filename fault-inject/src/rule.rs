@@ -163,6 +163,7 @@ impl fmt::Display for Rule {
                 }
             }
             Action::Error(errno) => write!(f, " error={}", errno_name(*errno))?,
+            Action::Short { min: 0, max: 0 } => write!(f, " short=0")?,
             Action::Short { min, max } => write!(f, " short={min}..{max}")?,
             Action::Throttle { rate, burst } => {
                 write!(f, " throttle={}/s", DisplaySize(*rate))?;

@@ -268,6 +268,13 @@ impl Mount {
         self.inner.scheduler.waiting()
     }
 
+    /// A handle that records a sync(2) on a recording mount (see
+    /// [`crate::sync_watch`]), for the thread that sees it.
+    pub fn sync_recorder(&self) -> impl Fn() + Send + Sync + 'static {
+        let inner = Arc::clone(&self.inner);
+        move || inner.record_sync()
+    }
+
     /// The mutating operations served so far (on a mount with `record` set).
     pub fn recorded(&self) -> Vec<fault_inject::durability::LogOp> {
         self.inner.recorded()

@@ -44,10 +44,7 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
         "slowfs explore: running the workload on a recording mount at {}",
         mount.mountpoint().display()
     );
-    let status = std::process::Command::new(&args.workload[0])
-        .args(&args.workload[1..])
-        .env("SLOWFS_MOUNT", mount.mountpoint())
-        .status();
+    let status = run_workload(&args.workload, &mount);
     let ops = mount.recorded();
     mount.unmount().context("unmounting the recording mount")?;
     let status =
@@ -142,6 +139,36 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Runs the workload with sync(2)/syncfs(2) reported to the recorder (see
+/// `slowfs::sync_watch`); its exit status.
+fn run_workload(
+    workload: &[std::ffi::OsString],
+    mount: &Mount,
+) -> std::io::Result<std::process::ExitStatus> {
+    use std::os::unix::process::CommandExt;
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    let filter = slowfs::sync_watch::SyncFilter::new();
+    let theirs_fd = std::os::fd::AsRawFd::as_raw_fd(&theirs);
+    let mut command = std::process::Command::new(&workload[0]);
+    command
+        .args(&workload[1..])
+        .env("SLOWFS_MOUNT", mount.mountpoint());
+    // SAFETY: `install` makes only async-signal-safe syscalls and does not allocate.
+    unsafe {
+        command.pre_exec(move || filter.install(theirs_fd));
+    }
+    let mut child = command.spawn()?;
+    drop(theirs);
+    let watcher = slowfs::sync_watch::watch(ours, mount.sync_recorder());
+    if let Err(e) = &watcher {
+        eprintln!("slowfs explore: sync(2) will not be seen: {e}");
+    }
+    // Each sync is recorded before it runs, so once the workload has exited every
+    // one of its syncs is in the log; the watcher thread ends with the last process
+    // of the tree.
+    child.wait()
 }
 
 fn replay(log_path: &PathBuf, state: &str, check: &str) -> anyhow::Result<ExitCode> {

@@ -203,6 +203,12 @@ impl Inner {
         }
     }
 
+    /// Records a sync(2)/syncfs(2) seen from the workload's side (the kernel does
+    /// not forward them to a FUSE daemon).
+    pub fn record_sync(&self) {
+        self.record(|| Some(fault_inject::durability::LogOp::Sync));
+    }
+
     /// Whether this mount records operations.
     fn recording(&self) -> bool {
         self.recorder.is_some()

@@ -682,6 +682,137 @@ impl Log {
     }
 }
 
+impl Log {
+    /// The ways each pending operation at `k` can survive: whole, or (writes, with
+    /// `sector`) torn after each sector boundary inside it.
+    fn survival_options(&self, k: usize, sector: Option<u64>) -> Vec<(usize, Vec<Keep>)> {
+        self.pending(k)
+            .into_iter()
+            .map(|i| {
+                let mut keeps = vec![Keep::Whole];
+                if let Some(sector) = sector {
+                    keeps.extend(self.tears(i, sector).into_iter().map(Keep::Torn));
+                }
+                (i, keeps)
+            })
+            .collect()
+    }
+
+    /// How many crash states point `k` has in all (`None`: more than `usize`).
+    pub fn state_count(&self, k: usize, sector: Option<u64>) -> Option<usize> {
+        self.survival_options(k, sector)
+            .iter()
+            .try_fold(1usize, |acc, (_, keeps)| acc.checked_mul(keeps.len() + 1))
+    }
+
+    /// The high-yield crash states at point `k`, the ones ALICE-style tools find
+    /// most bugs with: the surely-durable state, the no-crash state, each pending
+    /// operation kept alone, each dropped alone, and (with `sector`) the torn
+    /// variants of the last pending write. Distinct, in that order.
+    pub fn high_yield_states(&self, k: usize, sector: Option<u64>) -> Vec<Kept> {
+        let options = self.survival_options(k, sector);
+        let mut out: Vec<Kept> = Vec::new();
+        let mut push = |kept: Kept| {
+            if !out.contains(&kept) {
+                out.push(kept);
+            }
+        };
+        let all: Kept = options.iter().map(|(i, _)| (*i, Keep::Whole)).collect();
+        push(Kept::new());
+        push(all.clone());
+        for (i, _) in &options {
+            push(Kept::from([(*i, Keep::Whole)]));
+        }
+        for (dropped, _) in &options {
+            let mut kept = all.clone();
+            kept.remove(dropped);
+            push(kept);
+        }
+        let last_write = options
+            .iter()
+            .rev()
+            .find(|(i, _)| matches!(self.ops[*i], LogOp::Write { .. }));
+        if let Some((i, keeps)) = last_write {
+            for keep in keeps.iter().skip(1) {
+                let mut kept = all.clone();
+                kept.insert(*i, *keep);
+                push(kept);
+            }
+        }
+        out
+    }
+
+    /// One random crash state at point `k`: each pending operation kept with
+    /// probability 1/2, a kept write (with `sector`) torn at a random boundary half
+    /// the time. `next` gives random 64-bit numbers.
+    pub fn random_state(
+        &self,
+        k: usize,
+        sector: Option<u64>,
+        next: &mut impl FnMut() -> u64,
+    ) -> Kept {
+        let mut kept = Kept::new();
+        for (i, keeps) in self.survival_options(k, sector) {
+            if next() & 1 == 0 {
+                continue;
+            }
+            let keep = if keeps.len() > 1 && next() & 1 == 1 {
+                keeps[1 + (next() as usize) % (keeps.len() - 1)]
+            } else {
+                Keep::Whole
+            };
+            kept.insert(i, keep);
+        }
+        kept
+    }
+
+    /// Checks that `kept` names only operations pending at `k`, and torn sizes
+    /// that cut inside their write: the error says what is wrong.
+    pub fn validate(&self, k: usize, kept: &Kept) -> Result<(), String> {
+        if k > self.ops.len() {
+            return Err(format!(
+                "crash point {k} is past the log's {} operations (0..={})",
+                self.ops.len(),
+                self.ops.len()
+            ));
+        }
+        let pending = self.pending(k);
+        for (i, keep) in kept {
+            if !pending.contains(i) {
+                return Err(format!(
+                    "operation {i} is not pending at crash point {k} (pending there: {})",
+                    if pending.is_empty() {
+                        "none".to_string()
+                    } else {
+                        pending
+                            .iter()
+                            .map(|p| p.to_string())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    }
+                ));
+            }
+            if let Keep::Torn(bytes) = keep {
+                let len = match &self.ops[*i] {
+                    LogOp::Write { data, .. } => data.len() as u64,
+                    other => {
+                        return Err(format!(
+                            "operation {i} ({other}) is not a write and cannot tear"
+                        ))
+                    }
+                };
+                if *bytes == 0 || *bytes >= len {
+                    return Err(format!(
+                        "torn size {bytes} for operation {i} must be between 1 and {} (its length minus one)",
+                        len.saturating_sub(1)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Bytes as base64 in saved logs (a JSON array of numbers would be 4x larger).
 mod base64_bytes {
     use base64::engine::general_purpose::STANDARD;

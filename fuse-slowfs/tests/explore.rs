@@ -8,6 +8,17 @@ const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/export");
 
 /// Runs explore on a fresh backing dir holding the old export; returns (exit code, stdout).
 fn explore(check: &str, workload: &[&str], torn: bool, logs: &Path) -> (i32, String) {
+    explore_with(check, workload, torn, logs, &[])
+}
+
+/// As [`explore`], with extra `slowfs explore` arguments.
+fn explore_with(
+    check: &str,
+    workload: &[&str],
+    torn: bool,
+    logs: &Path,
+    extra: &[&str],
+) -> (i32, String) {
     let backing = tempfile::tempdir().unwrap();
     std::fs::write(backing.path().join("config.json"), vec![b'o'; 6000]).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_slowfs"));
@@ -21,6 +32,7 @@ fn explore(check: &str, workload: &[&str], torn: bool, logs: &Path) -> (i32, Str
     if torn {
         cmd.arg("--torn");
     }
+    cmd.args(extra);
     let out = cmd.arg("--").args(workload).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     println!(
@@ -54,7 +66,13 @@ fn shell_exports_are_told_apart() {
         ("tmp-fsync-rename.sh", &check_new, true),
         ("tmp-fsync-rename-dirsync.sh", &check_new, false),
     ] {
-        let (code, out) = explore(check, &[&sh(workload)], true, logs.path());
+        // check-new.sh reads SLOWFS_CRASH_POINT: it needs --per-point.
+        let per_point: &[&str] = if check == &check_new {
+            &["--per-point"]
+        } else {
+            &[]
+        };
+        let (code, out) = explore_with(check, &[&sh(workload)], true, logs.path(), per_point);
         let found = violations(&out);
         if expect_violations {
             assert!(
@@ -81,7 +99,13 @@ fn python_exports_are_told_apart() {
         ("tmp-fsync-rename", true),
         ("tmp-fsync-rename-dirsync", false),
     ] {
-        let (code, out) = explore(&check, &["python3", &export, mode], false, logs.path());
+        let (code, out) = explore_with(
+            &check,
+            &["python3", &export, mode],
+            false,
+            logs.path(),
+            &["--per-point"],
+        );
         assert_eq!(violations(&out) > 0, expect_violations, "{mode}: {out}");
         assert_eq!(code, if expect_violations { 1 } else { 0 }, "{mode}");
     }
@@ -124,4 +148,197 @@ fn a_failing_workload_is_not_a_violation() {
         code, 2,
         "a checker that cannot start is an error, not a violation"
     );
+}
+
+/// The checker of the sync tests: once the workload has finished, `a` holds hello.
+const DONE_MEANS_HELLO: &str =
+    r#"[ "$SLOWFS_CRASH_POINT" != "$SLOWFS_OPS" ] || grep -q hello "$SLOWFS_STATE/a""#;
+
+#[test]
+fn sync_makes_everything_durable() {
+    let logs = tempfile::tempdir().unwrap();
+    for (workload, expect) in [
+        ("echo hello > \"$SLOWFS_MOUNT/a\"; sync", 0),
+        (
+            "echo hello > \"$SLOWFS_MOUNT/a\"; python3 -c 'import os; os.sync()'",
+            0,
+        ),
+        ("echo hello > \"$SLOWFS_MOUNT/a\"", 1),
+    ] {
+        let (code, out) = explore_with(
+            DONE_MEANS_HELLO,
+            &["sh", "-c", workload],
+            false,
+            logs.path(),
+            &["--per-point"],
+        );
+        assert_eq!(code, expect, "{workload}: {out}");
+    }
+}
+
+#[test]
+fn the_budget_reaches_every_crash_point_and_says_what_it_covered() {
+    let logs = tempfile::tempdir().unwrap();
+    // 60 unsynced files: 120 operations, 121 crash points.
+    let workload = "for i in $(seq 60); do echo $i > \"$SLOWFS_MOUNT/f$i\"; done";
+    let (code, out) = explore_with(
+        "true",
+        &["sh", "-c", workload],
+        false,
+        logs.path(),
+        &["--max-states", "400"],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("crash points: 0..=120"), "{out}");
+    assert!(
+        out.contains("stopped early: --max-states was reached"),
+        "{out}"
+    );
+    assert!(out.contains("skipped as already checked"), "{out}");
+    // Without a cut, the high-yield states of every point are checked first: a
+    // checker that fails only at the last crash point is reached.
+    let last = r#"[ "$SLOWFS_CRASH_POINT" != 120 ]"#;
+    let (code, out) = explore_with(
+        last,
+        &["sh", "-c", workload],
+        false,
+        logs.path(),
+        &["--max-states", "400", "--per-point"],
+    );
+    assert_eq!(code, 1, "the last crash point is reached: {out}");
+    let (code, out) = explore_with(
+        last,
+        &["sh", "-c", workload],
+        false,
+        logs.path(),
+        &["--crash-points", "0..10", "--per-point"],
+    );
+    assert_eq!(code, 0, "--crash-points 0..10 stays there: {out}");
+    assert!(out.contains("crash points: 0..=10"), "{out}");
+}
+
+#[test]
+fn replay_refuses_impossible_states_with_a_reason() {
+    let logs = tempfile::tempdir().unwrap();
+    let (_, out) = explore(&sh("check.sh"), &[&sh("tmp-rename.sh")], false, logs.path());
+    let log = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: slowfs explore --replay "))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("a replay line")
+        .to_string();
+    for (state, says) in [
+        ("999", "past the log"),
+        ("3/999", "not pending"),
+        ("x/1", "bad state"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+            .args([
+                "explore", "--replay", &log, "--state", state, "--check", "true",
+            ])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{state}: {said}");
+        assert!(said.contains(says), "{state}: {said}");
+    }
+    let keep = tempfile::tempdir().unwrap();
+    let kept = keep.path().join("state");
+    let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .args([
+            "explore",
+            "--replay",
+            &log,
+            "--state",
+            "0",
+            "--check",
+            "true",
+            "--keep-state",
+        ])
+        .arg(&kept)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(kept.join("config.json").exists(), "the state is kept");
+}
+
+#[test]
+fn parallel_persistent_and_one_shot_checkers_agree() {
+    let logs = tempfile::tempdir().unwrap();
+    let persistent = r#"python3 -c '
+import sys, os
+for line in sys.stdin:
+    state = line.split("\t")[0]
+    size = os.path.getsize(os.path.join(state, "config.json")) if os.path.exists(os.path.join(state, "config.json")) else -1
+    print("ok" if size in (6000, 10000) else f"config.json has {size} bytes", flush=True)
+'"#;
+    let one_shot = r#"s=$(stat -c %s config.json 2>/dev/null || echo -1); [ "$s" = 6000 ] || [ "$s" = 10000 ]"#;
+    let workload = sh("tmp-rename.sh");
+    let (code_a, out_a) = explore_with(one_shot, &[&workload], true, logs.path(), &["-j", "1"]);
+    let (code_b, out_b) = explore_with(one_shot, &[&workload], true, logs.path(), &["-j", "3"]);
+    let (code_c, out_c) = explore_with(
+        persistent,
+        &[&workload],
+        true,
+        logs.path(),
+        &["-j", "2", "--persistent"],
+    );
+    assert_eq!(code_a, 1, "{out_a}");
+    assert_eq!(
+        (violations(&out_a), code_a),
+        (violations(&out_b), code_b),
+        "{out_b}"
+    );
+    assert_eq!(
+        (violations(&out_a), code_a),
+        (violations(&out_c), code_c),
+        "{out_c}"
+    );
+    assert!(
+        out_c.contains("config.json has"),
+        "the persistent checker's words: {out_c}"
+    );
+}
+
+#[test]
+fn ignored_paths_timeouts_and_json() {
+    let logs = tempfile::tempdir().unwrap();
+    let json = logs.path().join("violations.json");
+    // The workload leaves a scratch file behind that the checker would reject.
+    let workload = "echo x > \"$SLOWFS_MOUNT/db-shm\"; echo data > \"$SLOWFS_MOUNT/db\"";
+    let (code, out) = explore_with(
+        "[ ! -e db-shm ]",
+        &["sh", "-c", workload],
+        false,
+        logs.path(),
+        &["--ignore", "*-shm"],
+    );
+    assert_eq!(code, 0, "--ignore leaves db-shm out of every state: {out}");
+    let (code, out) = explore_with(
+        "[ ! -e db-shm ]",
+        &["sh", "-c", workload],
+        false,
+        logs.path(),
+        &["--json", json.to_str().unwrap()],
+    );
+    assert_eq!(code, 1, "{out}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        report["violations"].as_array().unwrap().len(),
+        violations(&out)
+    );
+    assert!(report["violations"][0]["replay"]
+        .as_str()
+        .unwrap()
+        .contains("--replay"));
+    let (code, out) = explore_with(
+        "sleep 5",
+        &["sh", "-c", workload],
+        false,
+        logs.path(),
+        &["--timeout", "200ms", "--crash-points", "4..4"],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("timed out"), "{out}");
 }

@@ -1,17 +1,25 @@
 //! `slowfs explore`: record a workload, then check its crash states.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use fault_inject::durability::{Keep, Log};
+use fault_inject::durability::{Keep, Log, LogOp};
 use slowfs::explore::{
-    describe, explore as run_explore, kept_spec, materialize, node_names, parse_state, scan,
-    ExploreConfig,
+    describe, explore as run_explore, kept_spec, materialize, node_names, parse_state, scan, Cut,
+    Exploration, ExploreConfig, Progress, Violation,
 };
 use slowfs::{Mount, MountConfig};
 
+use super::signals::block_termination;
 use super::ExploreArgs;
+
+/// Violation groups printed in full; `--json` has every violation.
+const GROUPS_SHOWN: usize = 20;
 
 pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     if let Some(log_path) = &args.replay {
@@ -19,10 +27,28 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
             log_path,
             args.state.as_deref().unwrap_or_default(),
             &args.check,
+            args.keep_state.as_deref(),
         );
     }
     if args.workload.is_empty() {
         bail!("give the workload after --, e.g. slowfs explore --check ./check.sh -- ./export.sh");
+    }
+    // Ctrl-C / SIGTERM: passed to the workload while it runs, then they stop the
+    // checking and the summary of what was found is printed.
+    let signals = block_termination();
+    let stop = Arc::new(AtomicBool::new(false));
+    let workload_pid = Arc::new(AtomicI32::new(0));
+    {
+        let (stop, workload_pid) = (Arc::clone(&stop), Arc::clone(&workload_pid));
+        std::thread::spawn(move || loop {
+            if let Ok(signal) = signals.wait() {
+                stop.store(true, Ordering::SeqCst);
+                let pid = workload_pid.load(Ordering::SeqCst);
+                if pid > 0 {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+                }
+            }
+        });
     }
     let (backing, _temp) = match &args.backing {
         Some(dir) => (dir.clone(), None),
@@ -44,7 +70,8 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
         "slowfs explore: running the workload on a recording mount at {}",
         mount.mountpoint().display()
     );
-    let status = run_workload(&args.workload, &mount);
+    let status = run_workload(&args.workload, &mount, &workload_pid);
+    workload_pid.store(0, Ordering::SeqCst);
     let ops = mount.recorded();
     mount.unmount().context("unmounting the recording mount")?;
     let status =
@@ -66,79 +93,109 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     serde_json::to_writer(saved.as_file(), &log)?;
     let (_, saved_path) = saved.keep().context("keeping the log")?;
 
-    let config = ExploreConfig {
-        check: args.check.clone(),
-        max_states: args.max_states,
-        torn_sector: args.torn.then_some(args.sector),
-        seed: args.seed,
-    };
-    eprintln!(
-        "slowfs explore: {} operations recorded; checking crash states",
-        log.ops().len()
-    );
-    let result = run_explore(&log, &config, |k, states| {
-        eprintln!(
-            "slowfs explore: crash point {k}/{}, {states} states checked",
-            log.ops().len()
-        );
-    })?;
-    let names = node_names(&log);
-    println!(
-        "ops recorded: {}\ncrash points: {}\nstates checked: {}{}\nstates/s: {:.0}\nviolations: {}",
-        result.ops,
-        result.crash_points,
-        result.states,
-        if result.budget_hit {
-            " (the --max-states / sampling budget cut the search; raise --max-states)".to_string()
-        } else {
-            String::new()
-        },
-        result.states as f64 / result.seconds.max(1e-9),
-        result.violations.len()
-    );
-    for (n, v) in result.violations.iter().enumerate().take(10) {
-        println!(
-            "\nviolation {}: crash after {} of {} operations (checker exit {})",
-            n + 1,
-            v.crash_point,
-            result.ops,
-            v.status
-        );
-        for (i, op) in log.ops()[..v.crash_point].iter().enumerate() {
-            let fate = if !v.pending.contains(&i) {
-                "durable"
-            } else {
-                match v.kept.get(&i) {
-                    Some(Keep::Whole) => "kept",
-                    Some(Keep::Torn(_)) => "torn",
-                    None => "DROPPED",
-                }
-            };
-            let torn = match v.kept.get(&i) {
-                Some(Keep::Torn(bytes)) => format!(" (first {bytes} bytes survive)"),
-                _ => String::new(),
-            };
-            println!("  {i:>3} {fate:<8} {}{torn}", describe(op, &names));
-        }
-        for line in v.output.lines().take(5) {
-            println!("  checker: {line}");
-        }
-        println!(
-            "  replay: slowfs explore --replay {} --state {}/{} --check {}",
-            saved_path.display(),
-            v.crash_point,
-            kept_spec(&v.kept),
-            shell_quote(&args.check)
-        );
+    let mut config = ExploreConfig::new(args.check.clone());
+    config.max_states = args.max_states;
+    config.time_budget = args.time_budget;
+    config.torn_sector = args.torn.then_some(args.sector);
+    config.seed = args.seed;
+    config.crash_points = args.crash_points;
+    config.per_point = args.per_point;
+    config.ignore = args.ignore.clone();
+    if let Some(jobs) = args.jobs {
+        config.jobs = jobs.max(1);
     }
-    if result.violations.len() > 10 {
-        println!("\n... and {} more violations", result.violations.len() - 10);
+    config.persistent = args.persistent;
+    config.timeout = args.timeout;
+    config.stop = Arc::clone(&stop);
+    if stop.load(Ordering::SeqCst) {
+        eprintln!("slowfs explore: interrupted during the workload; no crash states were checked");
+        return Ok(ExitCode::from(130));
+    }
+    eprintln!(
+        "slowfs explore: {} operations recorded; checking crash states with {} checker(s)",
+        log.ops().len(),
+        config.jobs
+    );
+    let mut line = ProgressLine::new();
+    let result = run_explore(&log, &config, |p| line.show(p, &config));
+    line.finish();
+    let result = result?;
+    let report = Report {
+        log: &log,
+        result: &result,
+        saved: &saved_path,
+        check: &args.check,
+        config: &config,
+    };
+    report.print_summary();
+    report.print_groups();
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report.json())?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("\nevery violation: {}", path.display());
     }
     Ok(if result.violations.is_empty() {
-        ExitCode::SUCCESS
+        if result.cut == Some(Cut::Interrupted) {
+            ExitCode::from(130)
+        } else {
+            ExitCode::SUCCESS
+        }
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// One updating line on a terminal; a plain line every 10 s otherwise.
+struct ProgressLine {
+    tty: bool,
+    last_plain: std::time::Instant,
+    shown: bool,
+}
+
+impl ProgressLine {
+    fn new() -> ProgressLine {
+        ProgressLine {
+            tty: std::io::stderr().is_terminal(),
+            last_plain: std::time::Instant::now(),
+            shown: false,
+        }
+    }
+
+    fn show(&mut self, p: &Progress, config: &ExploreConfig) {
+        let rate = p.checked as f64 / p.seconds.max(1e-9);
+        let (planned, done) = p.high_yield;
+        let eta = if done < planned {
+            // The high-yield pass is known; its ETA is what can be promised.
+            format!(
+                "high-yield {done}/{planned}, ETA {:.0} s",
+                (planned - done) as f64 / rate.max(1e-9)
+            )
+        } else {
+            let left = config.max_states.saturating_sub(p.checked);
+            format!(
+                "sampling, budget left {left} (~{:.0} s)",
+                left as f64 / rate.max(1e-9)
+            )
+        };
+        let text = format!(
+            "slowfs explore: {} states checked ({:.0}/s), {} duplicates skipped, {}; {} violation(s)",
+            p.checked, rate, p.duplicates, eta, p.violations
+        );
+        if self.tty {
+            eprint!("\r\x1b[K{text}");
+            let _ = std::io::stderr().flush();
+            self.shown = true;
+        } else if self.last_plain.elapsed().as_secs() >= 10 {
+            eprintln!("{text}");
+            self.last_plain = std::time::Instant::now();
+        }
+    }
+
+    fn finish(&self) {
+        if self.shown {
+            eprintln!();
+        }
+    }
 }
 
 /// Runs the workload with sync(2)/syncfs(2) reported to the recorder (see
@@ -146,6 +203,7 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
 fn run_workload(
     workload: &[std::ffi::OsString],
     mount: &Mount,
+    pid: &AtomicI32,
 ) -> std::io::Result<std::process::ExitStatus> {
     use std::os::unix::process::CommandExt;
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
@@ -155,14 +213,20 @@ fn run_workload(
     command
         .args(&workload[1..])
         .env("SLOWFS_MOUNT", mount.mountpoint());
-    // SAFETY: `install` makes only async-signal-safe syscalls and does not allocate.
+    // SAFETY: `install` makes only async-signal-safe syscalls and does not
+    // allocate; sigprocmask is async-signal-safe too.
     unsafe {
-        command.pre_exec(move || filter.install(theirs_fd));
+        command.pre_exec(move || {
+            nix::sys::signal::SigSet::all()
+                .thread_unblock()
+                .map_err(std::io::Error::from)?;
+            filter.install(theirs_fd)
+        });
     }
     let mut child = command.spawn()?;
+    pid.store(child.id() as i32, Ordering::SeqCst);
     drop(theirs);
-    let watcher = slowfs::sync_watch::watch(ours, mount.sync_recorder());
-    if let Err(e) = &watcher {
+    if let Err(e) = slowfs::sync_watch::watch(ours, mount.sync_recorder()) {
         eprintln!("slowfs explore: sync(2) will not be seen: {e}");
     }
     // Each sync is recorded before it runs, so once the workload has exited every
@@ -171,25 +235,310 @@ fn run_workload(
     child.wait()
 }
 
-fn replay(log_path: &PathBuf, state: &str, check: &str) -> anyhow::Result<ExitCode> {
+/// The results, for people and for `--json`.
+struct Report<'a> {
+    log: &'a Log,
+    result: &'a Exploration,
+    saved: &'a Path,
+    check: &'a str,
+    config: &'a ExploreConfig,
+}
+
+/// Violations with the same checker message and the same pattern of lost
+/// operations.
+struct Group<'a> {
+    message: String,
+    pattern: String,
+    members: Vec<&'a Violation>,
+}
+
+impl Report<'_> {
+    fn print_summary(&self) {
+        let r = self.result;
+        println!("ops recorded: {}", r.ops);
+        println!(
+            "crash points: {}..={} ({} in all)",
+            r.crash_points.0,
+            r.crash_points.1,
+            r.crash_points.1 - r.crash_points.0 + 1
+        );
+        println!(
+            "states checked: {} distinct ({} skipped as already checked{})",
+            r.states,
+            r.duplicates,
+            if self.config.per_point {
+                " at the same crash point"
+            } else {
+                ""
+            }
+        );
+        println!("states/s: {:.0}", r.states as f64 / r.seconds.max(1e-9));
+        let covered = match r.cut {
+            None => "every crash point got its high-yield states; the budget was not reached"
+                .to_string(),
+            Some(cut) => {
+                let why = match cut {
+                    Cut::MaxStates => "--max-states was reached",
+                    Cut::TimeBudget => "--time-budget ran out",
+                    Cut::Interrupted => "interrupted",
+                };
+                format!("stopped early: {why}")
+            }
+        };
+        println!("coverage: {covered}");
+        println!("  crash points with every state checked: {}", r.exhausted);
+        if !r.high_yield_incomplete.is_empty() {
+            println!(
+                "  crash points whose high-yield states were not all checked: {} ({}); raise \
+                 --max-states or --time-budget, or focus with --crash-points",
+                r.high_yield_incomplete.len(),
+                ranges(&r.high_yield_incomplete)
+            );
+        }
+        if !r.high_yield_only.is_empty() {
+            println!(
+                "  crash points that got only their high-yield states: {} ({})",
+                r.high_yield_only.len(),
+                ranges(&r.high_yield_only)
+            );
+        }
+        println!("violations: {}", r.violations.len());
+    }
+
+    fn groups(&self) -> Vec<Group<'_>> {
+        let names = node_names(self.log);
+        let mut groups: BTreeMap<(String, String), Vec<&Violation>> = BTreeMap::new();
+        for v in &self.result.violations {
+            let message = normalise(v.output.lines().next().unwrap_or(""));
+            let pattern = self.lost(v, &names).join("; ");
+            groups.entry((message, pattern)).or_default().push(v);
+        }
+        let mut groups: Vec<Group> = groups
+            .into_iter()
+            .map(|((message, pattern), members)| Group {
+                message,
+                pattern,
+                members,
+            })
+            .collect();
+        groups.sort_by_key(|g| std::cmp::Reverse(g.members.len()));
+        groups
+    }
+
+    /// The operations a violation's state lost: dropped or torn pending ones,
+    /// described with path names (node ids and byte ranges left out of the pattern).
+    fn lost(&self, v: &Violation, names: &std::collections::HashMap<u64, String>) -> Vec<String> {
+        v.pending
+            .iter()
+            .filter(|i| !matches!(v.kept.get(i), Some(Keep::Whole)))
+            .map(|&i| {
+                let op = &self.log.ops()[i];
+                let what = match op {
+                    LogOp::Write { node, .. } => format!(
+                        "write {}",
+                        names
+                            .get(node)
+                            .cloned()
+                            .unwrap_or_else(|| format!("#{node}"))
+                    ),
+                    other => describe(other, names),
+                };
+                let fate = if v.kept.contains_key(&i) {
+                    "torn"
+                } else {
+                    "lost"
+                };
+                format!("{fate} {what}")
+            })
+            .collect()
+    }
+
+    fn print_groups(&self) {
+        let names = node_names(self.log);
+        let groups = self.groups();
+        if groups.is_empty() {
+            return;
+        }
+        println!(
+            "\n{} violation group(s) (same checker message, same lost operations):",
+            groups.len()
+        );
+        for (n, group) in groups.iter().enumerate().take(GROUPS_SHOWN) {
+            // The smallest example: fewest lost operations, then earliest point.
+            let example = group
+                .members
+                .iter()
+                .min_by_key(|v| (v.pending.len() - v.kept.len(), v.crash_point))
+                .expect("groups are not empty");
+            let points: Vec<usize> = group.members.iter().map(|v| v.crash_point).collect();
+            println!(
+                "\ngroup {}: {} violation(s) at crash points {}",
+                n + 1,
+                group.members.len(),
+                ranges(&points)
+            );
+            println!("  checker: {}", group.message);
+            println!(
+                "  lost: {}",
+                if group.pattern.is_empty() {
+                    "nothing (the durable state itself)"
+                } else {
+                    &group.pattern
+                }
+            );
+            println!(
+                "  smallest example: crash after {} of {} operations; not yet durable there:",
+                example.crash_point, self.result.ops
+            );
+            for &i in &example.pending {
+                let fate = match example.kept.get(&i) {
+                    Some(Keep::Whole) => "kept",
+                    Some(Keep::Torn(_)) => "torn",
+                    None => "DROPPED",
+                };
+                let torn = match example.kept.get(&i) {
+                    Some(Keep::Torn(bytes)) => format!(" (first {bytes} bytes survive)"),
+                    _ => String::new(),
+                };
+                println!(
+                    "    {i:>4} {fate:<8} {}{torn}",
+                    describe(&self.log.ops()[i], &names)
+                );
+            }
+            for line in example.output.lines().take(5) {
+                println!("    checker: {line}");
+            }
+            println!("    replay: {}", self.replay_command(example));
+        }
+        if groups.len() > GROUPS_SHOWN {
+            println!(
+                "\n... and {} more group(s); --json FILE lists every violation",
+                groups.len() - GROUPS_SHOWN
+            );
+        }
+    }
+
+    fn replay_command(&self, v: &Violation) -> String {
+        format!(
+            "slowfs explore --replay {} --state {}/{} --check {}",
+            self.saved.display(),
+            v.crash_point,
+            kept_spec(&v.kept),
+            shell_quote(self.check)
+        )
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let names = node_names(self.log);
+        let r = self.result;
+        let violations: Vec<_> = r
+            .violations
+            .iter()
+            .map(|v| {
+                serde_json::json!({
+                    "crash_point": v.crash_point,
+                    "state": format!("{}/{}", v.crash_point, kept_spec(&v.kept)),
+                    "lost": self.lost(v, &names),
+                    "checker_status": v.status,
+                    "checker_output": v.output,
+                    "replay": self.replay_command(v),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "ops": r.ops,
+            "crash_points": [r.crash_points.0, r.crash_points.1],
+            "states": r.states,
+            "duplicates": r.duplicates,
+            "high_yield_only": r.high_yield_only,
+            "high_yield_incomplete": r.high_yield_incomplete,
+            "cut": r.cut.map(|c| format!("{c:?}")),
+            "seconds": r.seconds,
+            "log": self.saved,
+            "violations": violations,
+        })
+    }
+}
+
+/// A checker's first line with numbers blanked, so that "row 17" and "row 18"
+/// group together.
+fn normalise(line: &str) -> String {
+    let mut out = String::new();
+    let mut in_number = false;
+    for c in line.trim().chars() {
+        if c.is_ascii_digit() {
+            if !in_number {
+                out.push('N');
+            }
+            in_number = true;
+        } else {
+            in_number = false;
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `3, 5..9, 12` from sorted or unsorted points.
+fn ranges(points: &[usize]) -> String {
+    let mut points = points.to_vec();
+    points.sort_unstable();
+    points.dedup();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < points.len() {
+        let mut j = i;
+        while j + 1 < points.len() && points[j + 1] == points[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            points[i].to_string()
+        } else {
+            format!("{}..{}", points[i], points[j])
+        });
+        i = j + 1;
+    }
+    if out.len() > 12 {
+        let more = out.len() - 12;
+        out.truncate(12);
+        out.push(format!("and {more} more"));
+    }
+    out.join(", ")
+}
+
+fn replay(
+    log_path: &PathBuf,
+    state: &str,
+    check: &str,
+    keep: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
     let log: Log = serde_json::from_reader(
         std::fs::File::open(log_path).with_context(|| format!("opening {}", log_path.display()))?,
     )
     .with_context(|| format!("{} is not a slowfs explore log", log_path.display()))?;
     let (point, kept) = parse_state(state).map_err(anyhow::Error::msg)?;
-    if point > log.ops().len() {
+    log.validate(point, &kept)
+        .map_err(|e| anyhow::anyhow!("--state {state}: {e}"))?;
+    let dir = tempfile::Builder::new().prefix("slowfs-state-").tempdir()?;
+    let state_dir = match keep {
+        Some(keep) => keep.to_path_buf(),
+        None => dir.path().join("state"),
+    };
+    if keep
+        .is_some_and(|k| k.exists() && std::fs::read_dir(k).is_ok_and(|mut d| d.next().is_some()))
+    {
         bail!(
-            "crash point {point} is past the log's {} operations",
-            log.ops().len()
+            "--keep-state {}: the directory is not empty (give a new or empty one)",
+            state_dir.display()
         );
     }
-    let dir = tempfile::Builder::new().prefix("slowfs-state-").tempdir()?;
     let tree = log.state_with(point, &kept);
-    let state_dir = dir.path().join("state");
-    materialize(&tree, &state_dir)?;
+    materialize(&tree, &state_dir)
+        .with_context(|| format!("writing the state to {}", state_dir.display()))?;
     let status = std::process::Command::new("sh")
         .arg("-c")
         .arg(check)
+        .current_dir(&state_dir)
         .env("SLOWFS_STATE", &state_dir)
         .env("SLOWFS_CRASH_POINT", point.to_string())
         .env("SLOWFS_OPS", log.ops().len().to_string())
@@ -203,6 +552,9 @@ fn replay(log_path: &PathBuf, state: &str, check: &str) -> anyhow::Result<ExitCo
             "rejects it"
         }
     );
+    if keep.is_some() {
+        println!("state kept in {}", state_dir.display());
+    }
     Ok(if status.success() {
         ExitCode::SUCCESS
     } else {

@@ -118,12 +118,48 @@ struct ExploreArgs {
     /// content before the workload is the initial, durable state.
     #[arg(long)]
     backing: Option<PathBuf>,
-    /// The checker command, e.g. `./check.sh` (run by sh -c in each state).
+    /// The checker command, e.g. `./check.sh`: run by `sh -c` in each state's
+    /// directory with SLOWFS_STATE, SLOWFS_CRASH_POINT and SLOWFS_OPS set; exit 0
+    /// accepts the state.
     #[arg(long)]
     check: String,
-    /// Most states to check overall (the output says when this cut the search).
+    /// Most distinct states to check overall. Every crash point first gets its
+    /// high-yield states, then what is left samples larger subsets.
     #[arg(long, default_value_t = 10_000)]
     max_states: usize,
+    /// Most time to spend checking (e.g. 2m); the summary says what was covered.
+    #[arg(long, value_parser = parse_duration)]
+    time_budget: Option<std::time::Duration>,
+    /// Only crash points A..B (inclusive), e.g. 40..80.
+    #[arg(long, value_parser = parse_range)]
+    crash_points: Option<(usize, usize)>,
+    /// Check a state again at each crash point where it occurs (for checkers that
+    /// read SLOWFS_CRASH_POINT); by default each distinct state is checked once.
+    #[arg(long)]
+    per_point: bool,
+    /// Leave paths matching GLOB out of every state (files the application
+    /// discards on open, e.g. --ignore '*-shm' for SQLite). Repeatable.
+    #[arg(long, value_name = "GLOB")]
+    ignore: Vec<String>,
+    /// Checkers running at once (default: the number of cores).
+    #[arg(short = 'j', long)]
+    jobs: Option<usize>,
+    /// Start the checker once per job and feed it states on stdin, a line each:
+    /// STATE_DIR<TAB>CRASH_POINT<TAB>OPS; it answers a line per state, `ok` to
+    /// accept, anything else rejects (and is shown). Interpreter start-up is then
+    /// paid once.
+    #[arg(long)]
+    persistent: bool,
+    /// Longest one check may take; a checker over it is killed and the state
+    /// counts as a violation.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    timeout: std::time::Duration,
+    /// Write every violation to FILE as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// With --replay: keep the replayed state in DIR for inspection.
+    #[arg(long, value_name = "DIR", requires = "replay")]
+    keep_state: Option<PathBuf>,
     /// Let writes that were not yet durable survive in part (whole sectors).
     #[arg(long)]
     torn: bool,
@@ -230,6 +266,18 @@ struct FaultArgs {
     /// killed process can exit and one with a signal handler sees EINTR.
     #[arg(long)]
     no_intr: bool,
+}
+
+fn parse_range(text: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("expected a range of crash points like 40..80, found '{text}'");
+    let (a, b) = text.split_once("..").ok_or_else(bad)?;
+    let (a, b): (usize, usize) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+    if a > b {
+        return Err(format!(
+            "range '{text}' runs backwards (write the smaller bound first)"
+        ));
+    }
+    Ok((a, b))
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {

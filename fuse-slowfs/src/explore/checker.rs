@@ -1,0 +1,211 @@
+//! Running the checker on one crash state: a fresh `sh -c CHECK` per state, or a
+//! persistent checker process that takes state directories on stdin, one per line,
+//! so that an interpreter's start-up is paid once. Both run with the state
+//! directory as working directory and are bounded by a timeout.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+/// What the checker said about a state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// It accepts the state.
+    Accepted,
+    /// It rejects it: exit status (or -1 for a persistent checker) and its words.
+    Rejected(i32, String),
+}
+
+/// Where a state is and which crash point it belongs to.
+pub struct StateRef<'a> {
+    /// The materialised state.
+    pub dir: &'a Path,
+    /// Crash after this many operations.
+    pub crash_point: usize,
+    /// Operations recorded in all.
+    pub ops: usize,
+}
+
+/// A checker, ready to judge states one after another (one per worker thread).
+pub enum Checker {
+    /// `sh -c CHECK` for every state.
+    OneShot {
+        /// The command.
+        check: String,
+        /// Longest a run may take.
+        timeout: Duration,
+        /// Where its output goes while it runs (outside the state).
+        log: std::path::PathBuf,
+    },
+    /// One long-lived `sh -c CHECK` answering a line per state.
+    Persistent(Box<Persistent>),
+}
+
+/// A persistent checker process and the lines it prints.
+pub struct Persistent {
+    check: String,
+    timeout: Duration,
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+impl Persistent {
+    fn start(check: &str, timeout: Duration) -> io::Result<Persistent> {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(check)
+            .env("SLOWFS_PERSISTENT", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Persistent {
+            check: check.to_string(),
+            timeout,
+            child,
+            stdin,
+            lines,
+        })
+    }
+
+    fn judge(&mut self, state: &StateRef) -> io::Result<Verdict> {
+        let request = format!(
+            "{}\t{}\t{}\n",
+            state.dir.display(),
+            state.crash_point,
+            state.ops
+        );
+        if self.stdin.write_all(request.as_bytes()).is_err() {
+            return self.restart("the persistent checker exited");
+        }
+        let _ = self.stdin.flush();
+        match self.lines.recv_timeout(self.timeout) {
+            Ok(line)
+                if line.trim() == "ok" || line.starts_with("ok\t") || line.starts_with("ok ") =>
+            {
+                Ok(Verdict::Accepted)
+            }
+            Ok(line) => Ok(Verdict::Rejected(-1, line)),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let verdict = Verdict::Rejected(
+                    124,
+                    format!("checker timed out after {:?} (restarted)", self.timeout),
+                );
+                self.restart("")?;
+                Ok(verdict)
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                self.restart("the persistent checker exited without answering")
+            }
+        }
+    }
+
+    fn restart(&mut self, why: &str) -> io::Result<Verdict> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        *self = Persistent::start(&self.check, self.timeout)?;
+        Ok(Verdict::Rejected(-1, why.to_string()))
+    }
+}
+
+impl Drop for Persistent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Checker {
+    /// A checker; `scratch` is a directory of the worker's own, outside states.
+    pub fn new(
+        check: &str,
+        persistent: bool,
+        timeout: Duration,
+        scratch: &Path,
+    ) -> io::Result<Checker> {
+        if persistent {
+            Ok(Checker::Persistent(Box::new(Persistent::start(
+                check, timeout,
+            )?)))
+        } else {
+            Ok(Checker::OneShot {
+                check: check.to_string(),
+                timeout,
+                log: scratch.join("checker-output"),
+            })
+        }
+    }
+
+    /// Judges one state. An error means the checker cannot run at all.
+    pub fn judge(&mut self, state: &StateRef) -> io::Result<Verdict> {
+        match self {
+            Checker::Persistent(p) => p.judge(state),
+            Checker::OneShot {
+                check,
+                timeout,
+                log,
+            } => one_shot(check, *timeout, log, state),
+        }
+    }
+}
+
+fn one_shot(check: &str, timeout: Duration, log: &Path, state: &StateRef) -> io::Result<Verdict> {
+    let output = std::fs::File::create(log)?;
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(check)
+        .current_dir(state.dir)
+        .env("SLOWFS_STATE", state.dir)
+        .env("SLOWFS_CRASH_POINT", state.crash_point.to_string())
+        .env("SLOWFS_OPS", state.ops.to_string())
+        .stdin(Stdio::null())
+        .stdout(output.try_clone()?)
+        .stderr(output)
+        .spawn()?;
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if started.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    };
+    let text = std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let Some(status) = status else {
+        return Ok(Verdict::Rejected(
+            124,
+            format!("checker timed out after {timeout:?}\n{text}"),
+        ));
+    };
+    let code = status.code().unwrap_or(128);
+    if code == 126 || code == 127 {
+        return Err(io::Error::other(format!(
+            "the checker cannot start (sh exit {code}): {text}"
+        )));
+    }
+    Ok(if status.success() {
+        Verdict::Accepted
+    } else {
+        Verdict::Rejected(code, text)
+    })
+}

@@ -244,11 +244,11 @@ struct Report<'a> {
     config: &'a ExploreConfig,
 }
 
-/// Violations with the same checker message and the same pattern of lost
-/// operations.
+/// Violations with the same checker message (numbers and hashes blanked), with
+/// the patterns of lost operations among them, most common first.
 struct Group<'a> {
     message: String,
-    pattern: String,
+    patterns: Vec<(String, usize)>,
     members: Vec<&'a Violation>,
 }
 
@@ -307,18 +307,31 @@ impl Report<'_> {
 
     fn groups(&self) -> Vec<Group<'_>> {
         let names = node_names(self.log);
-        let mut groups: BTreeMap<(String, String), Vec<&Violation>> = BTreeMap::new();
+        let mut groups: BTreeMap<String, Vec<&Violation>> = BTreeMap::new();
         for v in &self.result.violations {
             let message = normalise(v.output.lines().next().unwrap_or(""));
-            let pattern = self.lost(v, &names).join("; ");
-            groups.entry((message, pattern)).or_default().push(v);
+            groups.entry(message).or_default().push(v);
         }
         let mut groups: Vec<Group> = groups
             .into_iter()
-            .map(|((message, pattern), members)| Group {
-                message,
-                pattern,
-                members,
+            .map(|(message, members)| {
+                let mut patterns: BTreeMap<String, usize> = BTreeMap::new();
+                for v in &members {
+                    // The kinds of loss, not their count: 3 lost writes of a file
+                    // and 4 are one pattern.
+                    let mut lost: Vec<String> =
+                        self.lost(v, &names).iter().map(|l| normalise(l)).collect();
+                    lost.sort();
+                    lost.dedup();
+                    *patterns.entry(lost.join("; ")).or_default() += 1;
+                }
+                let mut patterns: Vec<(String, usize)> = patterns.into_iter().collect();
+                patterns.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+                Group {
+                    message,
+                    patterns,
+                    members,
+                }
             })
             .collect();
         groups.sort_by_key(|g| std::cmp::Reverse(g.members.len()));
@@ -360,7 +373,7 @@ impl Report<'_> {
             return;
         }
         println!(
-            "\n{} violation group(s) (same checker message, same lost operations):",
+            "\n{} violation group(s) (same checker message, numbers and hashes aside):",
             groups.len()
         );
         for (n, group) in groups.iter().enumerate().take(GROUPS_SHOWN) {
@@ -378,14 +391,20 @@ impl Report<'_> {
                 ranges(&points)
             );
             println!("  checker: {}", group.message);
-            println!(
-                "  lost: {}",
-                if group.pattern.is_empty() {
-                    "nothing (the durable state itself)"
+            for (pattern, count) in group.patterns.iter().take(3) {
+                let pattern = if pattern.is_empty() {
+                    "nothing lost (the no-crash state itself)"
                 } else {
-                    &group.pattern
-                }
-            );
+                    pattern
+                };
+                println!("  {count:>5} x lost: {pattern}");
+            }
+            if group.patterns.len() > 3 {
+                println!(
+                    "        ... {} more patterns of lost operations",
+                    group.patterns.len() - 3
+                );
+            }
             println!(
                 "  smallest example: crash after {} of {} operations; not yet durable there:",
                 example.crash_point, self.result.ops
@@ -460,22 +479,29 @@ impl Report<'_> {
     }
 }
 
-/// A checker's first line with numbers blanked, so that "row 17" and "row 18"
-/// group together.
+/// A line with hashes, random names and numbers blanked, so that "row 17" and
+/// "row 18", or two object files, group together: a word with a digit in it
+/// becomes `#`.
 fn normalise(line: &str) -> String {
     let mut out = String::new();
-    let mut in_number = false;
-    for c in line.trim().chars() {
-        if c.is_ascii_digit() {
-            if !in_number {
-                out.push('N');
-            }
-            in_number = true;
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if word.chars().any(|c| c.is_ascii_digit()) {
+            out.push('#');
         } else {
-            in_number = false;
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    for c in line.trim().chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
             out.push(c);
         }
     }
+    flush(&mut word, &mut out);
     out
 }
 

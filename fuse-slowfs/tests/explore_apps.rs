@@ -1,0 +1,126 @@
+//! `slowfs explore` on real applications' save paths (the examples in
+//! `examples/apps`), each with its expected verdict: SQLite at every
+//! `synchronous` level in both journal modes, git commits, LevelDB.
+
+use std::path::Path;
+use std::process::Command;
+
+const APPS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/apps");
+const VENV_PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/python3");
+
+fn app(name: &str) -> String {
+    Path::new(APPS).join(name).display().to_string()
+}
+
+/// Runs explore; returns (exit code, number of violations, stdout).
+fn explore(
+    backing: Option<&Path>,
+    args: &[&str],
+    check: &str,
+    workload: &[&str],
+) -> (i32, usize, String) {
+    let logs = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_slowfs"));
+    cmd.arg("explore").arg("--log-dir").arg(logs.path());
+    if let Some(backing) = backing {
+        cmd.arg("--backing").arg(backing);
+    }
+    let out = cmd
+        .args(args)
+        .args(["--check", check, "--"])
+        .args(workload)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    println!(
+        "{workload:?}:\n{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let violations = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("violations: "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no summary: {stdout}"));
+    (out.status.code().unwrap_or(-1), violations, stdout)
+}
+
+#[test]
+fn sqlite_is_crash_safe_where_its_documentation_says() {
+    let save = app("sqlite_save.py");
+    let prefix = format!("python3 {} --persistent", app("sqlite_check.py"));
+    let complete = format!(
+        "python3 {} --persistent --complete 3",
+        app("sqlite_check.py")
+    );
+    let base = ["--persistent", "--ignore", "*-shm", "--max-states", "3000"];
+    // (journal, synchronous, checker, per-point, violations expected)
+    for (journal, sync, check, per_point, expected) in [
+        // Every crash state holds whole transactions 1..m.
+        ("rollback", "FULL", &prefix, false, false),
+        ("wal", "FULL", &prefix, false, false),
+        // synchronous=OFF never fsyncs: torn and malformed databases.
+        ("rollback", "OFF", &prefix, false, true),
+        // Once the save returned, all 3 transactions: in rollback mode at FULL
+        // the last one may roll back (the journal's unlink is not made durable
+        // until the next transaction; EXTRA fsyncs the directory for it).
+        ("rollback", "FULL", &complete, true, true),
+        ("rollback", "EXTRA", &complete, true, false),
+        ("wal", "FULL", &complete, true, false),
+    ] {
+        let mut args = base.to_vec();
+        if per_point {
+            args.push("--per-point");
+        }
+        let (code, found, out) = explore(
+            None,
+            &args,
+            check,
+            &["python3", &save, journal, sync, "3", "50"],
+        );
+        assert_eq!(found > 0, expected, "{journal} {sync} {check}: {out}");
+        assert_eq!(code, if expected { 1 } else { 0 }, "{journal} {sync}");
+        assert!(out.contains("crash points: 0..="), "{out}");
+    }
+}
+
+#[test]
+fn git_commits_lose_objects_under_the_strict_model() {
+    for fsync in ["", "fsync"] {
+        let backing = tempfile::tempdir().unwrap();
+        let status = Command::new("sh")
+            .arg(app("git_setup.sh"))
+            .arg(backing.path())
+            .arg(fsync)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let (code, found, out) = explore(
+            Some(backing.path()),
+            &["--max-states", "600"],
+            &format!("sh {}", app("git_check.sh")),
+            &["sh", &app("git_commits.sh")],
+        );
+        // Without core.fsync nothing is synced; with core.fsync=all git fsyncs
+        // files but never a directory, so a new objects/xx/ directory is lost.
+        assert_eq!(code, 1, "git {fsync}: {out}");
+        assert!(found > 0);
+        assert!(out.contains("git fsck"), "{out}");
+    }
+}
+
+#[test]
+fn leveldb_loses_its_manifest() {
+    assert!(
+        Path::new(VENV_PYTHON).exists(),
+        "{VENV_PYTHON} is missing: scripts/test.sh makes .venv with plyvel"
+    );
+    let (code, found, out) = explore(
+        None,
+        &["--max-states", "2000"],
+        &format!("{VENV_PYTHON} {}", app("leveldb_check.py")),
+        &[VENV_PYTHON, &app("leveldb_save.py")],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(found > 0);
+    assert!(out.contains("MANIFEST"), "{out}");
+}

@@ -107,8 +107,9 @@ pub struct SuiteConfig {
     pub cases: u32,
     /// Seed of every random choice.
     pub seed: u64,
-    /// loop-lag: the largest acceptable heartbeat lateness, in ms.
-    pub lag_bound_ms: f64,
+    /// loop-lag: the largest acceptable heartbeat lateness, in ms; `None`: half
+    /// of `op_delay_ms` (a loop that waits for one operation is late by all of it).
+    pub lag_bound_ms: Option<f64>,
     /// loop-lag: the delay on every op, in ms (fsync gets 250 ms).
     pub op_delay_ms: u64,
     /// An extra slowfs profile to run under (e.g. `nfs`), if any.
@@ -120,10 +121,17 @@ impl Default for SuiteConfig {
         SuiteConfig {
             cases: 24,
             seed: 1,
-            lag_bound_ms: 20.0,
+            lag_bound_ms: None,
             op_delay_ms: 100,
             profile: None,
         }
+    }
+}
+
+impl SuiteConfig {
+    /// The loop-lag bound in force.
+    pub fn lag_bound(&self) -> f64 {
+        self.lag_bound_ms.unwrap_or(self.op_delay_ms as f64 / 2.0)
     }
 }
 
@@ -145,6 +153,33 @@ pub enum Verdict {
         /// Why.
         reason: String,
     },
+    /// The engine did too little of the work the suite requires for a verdict
+    /// (never a pass): what it did, against what was needed.
+    Inconclusive {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for Verdict {
+    /// `pass`, `FAIL: reason` with the minimal trace, `unsupported: reason`, or
+    /// `inconclusive: reason`.
+    ///
+    /// ```
+    /// let v = conformance::Verdict::Inconclusive { reason: "3 of 32 rounds".into() };
+    /// assert_eq!(v.to_string(), "inconclusive: 3 of 32 rounds");
+    /// ```
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Verdict::Pass => write!(f, "pass"),
+            Verdict::Fail { reason, trace } if trace.is_empty() => write!(f, "FAIL: {reason}"),
+            Verdict::Fail { reason, trace } => {
+                write!(f, "FAIL: {reason}\nminimal trace:\n{trace}")
+            }
+            Verdict::Unsupported { reason } => write!(f, "unsupported: {reason}"),
+            Verdict::Inconclusive { reason } => write!(f, "inconclusive: {reason}"),
+        }
+    }
 }
 
 /// A suite run's result with its measurements.
@@ -159,6 +194,9 @@ pub struct Outcome {
     /// loop-lag: worst heartbeat lateness.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_lag_ms: Option<f64>,
+    /// The work the engine did, where a suite requires some (loop-lag).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work: Option<String>,
     /// loop-lag: 99th percentile lateness.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p99_lag_ms: Option<f64>,
@@ -173,9 +211,12 @@ impl Outcome {
     /// A one-paragraph explanation.
     pub fn detail(&self) -> String {
         match &self.verdict {
-            Verdict::Pass => format!("{} cases passed", self.cases),
+            Verdict::Pass => match &self.work {
+                Some(work) => format!("{} cases passed; {work}", self.cases),
+                None => format!("{} cases passed", self.cases),
+            },
             Verdict::Fail { reason, trace } => format!("{reason}\nminimal trace:\n{trace}"),
-            Verdict::Unsupported { reason } => reason.clone(),
+            Verdict::Unsupported { reason } | Verdict::Inconclusive { reason } => reason.clone(),
         }
     }
 }
@@ -213,5 +254,6 @@ pub(crate) fn outcome(verdict: Verdict, cases: u32) -> Outcome {
         seconds: 0.0,
         max_lag_ms: None,
         p99_lag_ms: None,
+        work: None,
     }
 }

@@ -43,9 +43,11 @@ enum Command {
         /// Run under an extra slowfs profile as well (e.g. nfs).
         #[arg(long)]
         profile: Option<String>,
-        /// loop-lag: largest acceptable heartbeat lateness in ms.
-        #[arg(long, default_value_t = 20.0)]
-        lag_bound_ms: f64,
+        /// loop-lag: largest acceptable heartbeat lateness in ms (default: half
+        /// of the injected per-op delay, 50 ms: a loop that waits for one file
+        /// operation is late by all of it; scheduler noise is not).
+        #[arg(long)]
+        lag_bound_ms: Option<f64>,
         /// Known findings about third-party engines (TOML); added to the built-in ones.
         #[arg(long)]
         expectations: Option<PathBuf>,

@@ -7,6 +7,16 @@ use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, Test
 
 use crate::{outcome, Outcome, Verdict};
 
+/// The step a failure names (`step 3: ...` or `step 3 op: ...`), counted from 0.
+fn failing_step(reason: &str) -> Option<usize> {
+    let digits: String = reason
+        .strip_prefix("step ")?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
 /// Checks `property` on `cases` inputs drawn from `strategy` with `seed`. A failure
 /// shrinks to a minimal input, rendered by `trace`.
 pub(crate) fn check<S, F, T>(seed: u64, cases: u32, strategy: S, trace: T, property: F) -> Outcome
@@ -35,13 +45,25 @@ where
     });
     match result {
         Ok(()) => outcome(Verdict::Pass, runs.get()),
-        Err(TestError::Fail(reason, minimal)) => outcome(
-            Verdict::Fail {
-                reason: reason.to_string(),
-                trace: trace(&minimal),
-            },
-            runs.get(),
-        ),
+        Err(TestError::Fail(reason, minimal)) => {
+            let reason = reason.to_string();
+            let mut rendered = trace(&minimal);
+            // The trace ends at the step that failed: later steps never ran.
+            if let Some(step) = failing_step(&reason) {
+                rendered = rendered
+                    .lines()
+                    .take(step + 1)
+                    .collect::<Vec<_>>()
+                    .join("\n");
+            }
+            outcome(
+                Verdict::Fail {
+                    reason,
+                    trace: rendered,
+                },
+                runs.get(),
+            )
+        }
         Err(TestError::Abort(reason)) => outcome(
             Verdict::Fail {
                 reason: format!("aborted: {reason}"),

@@ -17,6 +17,8 @@ pub enum Status {
     Unsupported,
     /// A negative control, caught as it must be.
     Caught,
+    /// Too little work was done for a verdict (never counts as a pass).
+    Inconclusive,
 }
 
 impl Status {
@@ -26,6 +28,7 @@ impl Status {
             Status::Fail => "FAIL",
             Status::Unsupported => "unsupported",
             Status::Caught => "caught",
+            Status::Inconclusive => "inconclusive",
         }
     }
 }

@@ -53,6 +53,14 @@ fn cell(
             Status::Fail,
             Some("negative control NOT caught: the suite cannot see this defect".to_string()),
         ),
+        (Verdict::Inconclusive { .. }, false) => (
+            Status::Inconclusive,
+            Some("inconclusive: the engine did too little work for a verdict".to_string()),
+        ),
+        (Verdict::Inconclusive { .. }, true) => (
+            Status::Inconclusive,
+            Some("negative control inconclusive: not caught".to_string()),
+        ),
     };
     let mut expected = None;
     if let Some(exp) = expectations::find(expectations, engine, suite.name()) {
@@ -61,6 +69,7 @@ fn cell(
             Status::Fail => "fail",
             Status::Unsupported => "unsupported",
             Status::Caught => "caught",
+            Status::Inconclusive => "inconclusive",
         };
         // "fail|pass": a finding that depends on timing; either is expected.
         if exp.status.split('|').any(|s| s.trim() == label) {

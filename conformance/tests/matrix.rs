@@ -65,3 +65,66 @@ fn the_default_matrix_is_as_expected() {
         .junit()
         .contains("<testsuite name=\"slowfs-conformance\""));
 }
+
+/// Two busy-loop processes, killed on drop (also on panic).
+struct Load(Vec<std::process::Child>);
+
+impl Load {
+    fn two_busy_loops() -> Load {
+        Load(
+            (0..2)
+                .map(|_| {
+                    std::process::Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .unwrap()
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// loop-lag's bound (half of one injected delay) holds on a loaded machine: with
+/// two busy loops on the two cores, our engines still pass, and `blocking`, which
+/// waits for every file operation on the loop thread, is still caught.
+#[test]
+fn loop_lag_is_load_proof() {
+    let _load = Load::two_busy_loops();
+    let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
+    let engines: Vec<String> = ["uring", "threadpool", "blocking"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let report = run_matrix(
+        &engines,
+        &[Suite::LoopLag],
+        false,
+        &config(),
+        &known,
+        |_| {},
+    );
+    println!("{}", report.render());
+    for cell in &report.cells {
+        let expected = if cell.engine == "blocking" {
+            Status::Caught
+        } else {
+            Status::Pass
+        };
+        assert_eq!(
+            cell.status,
+            expected,
+            "{} under load: {}",
+            cell.engine,
+            report.render()
+        );
+    }
+}

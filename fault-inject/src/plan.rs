@@ -159,6 +159,22 @@ impl FaultPlan {
         self.current().iter().map(|r| r.rule.clone()).collect()
     }
 
+    /// The bytes a quota rule (`error=ENOSPC` or `EDQUOT` with `after_bytes=`, as
+    /// in the `full-disk` profile) still lets through — the smallest such quota
+    /// left — so that `statfs` can report the space an application will really
+    /// find. `None` without such a rule.
+    pub fn space_left(&self) -> Option<u64> {
+        self.current()
+            .iter()
+            .filter(|r| matches!(r.rule.action, Action::Error(e) if e == libc_enospc() || e == libc_edquot()))
+            .filter_map(|r| {
+                let quota = r.rule.when.after_bytes?;
+                let used = r.state.lock().unwrap().bytes;
+                Some(quota.saturating_sub(used))
+            })
+            .min()
+    }
+
     /// Each rule with its counters.
     pub fn report(&self) -> Vec<RuleReport> {
         self.current()
@@ -260,6 +276,14 @@ impl FaultPlan {
     }
 }
 
+fn libc_enospc() -> i32 {
+    crate::errno_from_name("ENOSPC").expect("a known errno")
+}
+
+fn libc_edquot() -> i32 {
+    crate::errno_from_name("EDQUOT").expect("a known errno")
+}
+
 /// Counts a matching request and says whether the rule's trigger fires on it.
 fn fires(rule: &Rule, state: &mut RuleState, bytes: u64) -> bool {
     state.matched += 1;
@@ -312,6 +336,19 @@ mod tests {
             .map(|_| plan.decide(Op::Fsync, "x", 0).error.is_some())
             .collect();
         assert_eq!(errors, [false, false, true, false, false, true]);
+    }
+
+    #[test]
+    fn a_quota_shows_as_space_left() {
+        let plan = plan(1, &["write after_bytes=10KiB error=ENOSPC"]);
+        assert_eq!(plan.space_left(), Some(10 << 10));
+        plan.decide(Op::Write, "f", 4096);
+        assert_eq!(plan.space_left(), Some(6 << 10));
+        for _ in 0..3 {
+            plan.decide(Op::Write, "f", 4096);
+        }
+        assert_eq!(plan.space_left(), Some(0));
+        assert_eq!(self::plan(1, &["read delay=1ms"]).space_left(), None);
     }
 
     #[test]

@@ -250,3 +250,17 @@ fn a_panicking_test_still_unmounts() {
     let mountpoint = mountpoint.into_inner().unwrap().unwrap();
     assert!(!slowfs::mount::slowfs_mounts().contains(&mountpoint));
 }
+
+/// A full-disk quota shows in statfs (df): the free space is what the quota still
+/// lets through, and it shrinks as data is written.
+#[test]
+fn a_quota_shows_in_statfs() {
+    let m = TestMount::new(&["write after_bytes=8MiB error=ENOSPC"]);
+    let avail = || {
+        let st = nix::sys::statvfs::statvfs(&m.path("")).unwrap();
+        st.blocks_available() * st.fragment_size()
+    };
+    assert_eq!(avail(), 8 << 20);
+    std::fs::write(m.path("f"), vec![1u8; 3 << 20]).unwrap();
+    assert_eq!(avail(), 5 << 20);
+}

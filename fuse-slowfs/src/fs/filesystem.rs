@@ -959,11 +959,21 @@ impl Filesystem for SlowFs {
                     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
                     check(unsafe { libc::fstatvfs(i.raw(), &mut st) }).map(|()| st)
                 });
+                // A quota rule (full-disk) shows in df: free space is what the rule
+                // still lets through, when that is less than the backing's.
+                let left = inner.plan.space_left();
                 done.respond(inner, result, |r, st| {
+                    let (bfree, bavail) = match left {
+                        Some(bytes) => {
+                            let blocks = bytes / (st.f_frsize.max(1));
+                            (st.f_bfree.min(blocks), st.f_bavail.min(blocks))
+                        }
+                        None => (st.f_bfree, st.f_bavail),
+                    };
                     r.statfs(
                         st.f_blocks,
-                        st.f_bfree,
-                        st.f_bavail,
+                        bfree,
+                        bavail,
                         st.f_files,
                         st.f_ffree,
                         st.f_bsize as u32,

@@ -7,6 +7,14 @@ use conformance::report::Status;
 use conformance::runner::run_matrix;
 use conformance::{expectations, Suite, SuiteConfig};
 
+/// The suites count the process's fds and mounts: the tests here run one at a
+/// time so that one's mounts never look like another's leaks.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn config() -> SuiteConfig {
     let seed = std::env::var("SLOWFS_SEED")
         .ok()
@@ -22,6 +30,7 @@ fn config() -> SuiteConfig {
 
 #[test]
 fn the_default_matrix_is_as_expected() {
+    let _serial = serial();
     let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
     let engines: Vec<String> = harness::ENGINE_NAMES
         .iter()
@@ -98,6 +107,7 @@ impl Drop for Load {
 /// waits for every file operation on the loop thread, is still caught.
 #[test]
 fn loop_lag_is_load_proof() {
+    let _serial = serial();
     let _load = Load::two_busy_loops();
     let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
     let engines: Vec<String> = ["uring", "threadpool", "blocking"]

@@ -342,3 +342,35 @@ fn ignored_paths_timeouts_and_json() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("timed out"), "{out}");
 }
+
+/// Ctrl-C while checking prints the summary of what was found so far and leaves
+/// no temporary directory behind.
+#[test]
+fn an_interrupted_exploration_reports_and_cleans_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .env("TMPDIR", tmp.path())
+        .args(["explore", "-j", "1", "--log-dir"])
+        .arg(logs.path())
+        .args(["--check", "sleep 0.2", "--", "sh", "-c"])
+        .arg("for i in $(seq 20); do echo $i > \"$SLOWFS_MOUNT/f$i\"; done")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    assert!(stdout.contains("stopped early: interrupted"), "{stdout}");
+    assert!(stdout.contains("states checked: "), "{stdout}");
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "temporary directories left: {left:?}");
+}

@@ -73,3 +73,39 @@ where
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_failing_step_is_read_from_the_reason() {
+        assert_eq!(failing_step("step 0 h1.write_all_at(20000): EIO"), Some(0));
+        assert_eq!(failing_step("step 12: write_at: EIO"), Some(12));
+        assert_eq!(failing_step("heartbeat late"), None);
+    }
+
+    #[test]
+    fn a_minimal_trace_ends_at_the_failing_step() {
+        let outcome = check(
+            1,
+            8,
+            proptest::collection::vec(0u8..4, 5..10),
+            |steps| {
+                steps
+                    .iter()
+                    .map(|s| format!("  op {s}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            },
+            |steps| match steps.iter().position(|&s| s == 3) {
+                Some(i) => Err(format!("step {i}: op 3 fails")),
+                None => Ok(()),
+            },
+        );
+        let Verdict::Fail { trace, .. } = outcome.verdict else {
+            panic!("some case has a 3");
+        };
+        assert!(trace.lines().last().unwrap().ends_with("op 3"), "{trace}");
+    }
+}

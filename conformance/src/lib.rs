@@ -221,8 +221,22 @@ impl Outcome {
     }
 }
 
-/// Runs one suite against an engine.
+/// Runs one suite against an engine. The suites build their own runtimes, so when
+/// called from inside one (`#[tokio::test]`) the suite runs on a thread of its own
+/// and this call blocks that runtime thread until it is done.
 pub fn run_suite<E: Engine>(suite: Suite, engine: Arc<E>, config: &SuiteConfig) -> Outcome {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return std::thread::scope(|scope| {
+            scope
+                .spawn(|| run_suite_here(suite, engine, config))
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+    }
+    run_suite_here(suite, engine, config)
+}
+
+fn run_suite_here<E: Engine>(suite: Suite, engine: Arc<E>, config: &SuiteConfig) -> Outcome {
     let start = Instant::now();
     let mut outcome = match suite {
         Suite::Positioned => suites::positioned::run(engine, config),

@@ -221,12 +221,7 @@ impl Filesystem for SlowFs {
         let path = inner.child_path(parent.0, name);
         let name = name.to_os_string();
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Lookup,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Lookup, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -250,12 +245,7 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Getattr,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Getattr, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -293,12 +283,7 @@ impl Filesystem for SlowFs {
         let path = inner.path_of(ino.0);
         let unprivileged = req.uid() != 0;
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Setattr,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Setattr, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -339,12 +324,7 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Readlink,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Readlink, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -374,12 +354,7 @@ impl Filesystem for SlowFs {
         let name = name.to_os_string();
         let caller = Caller::of(req);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Mknod,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Mknod, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -419,12 +394,7 @@ impl Filesystem for SlowFs {
         let name = name.to_os_string();
         let caller = Caller::of(req);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Mkdir,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Mkdir, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -470,12 +440,7 @@ impl Filesystem for SlowFs {
         let target = target.as_os_str().to_os_string();
         let caller = Caller::of(req);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Symlink,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Symlink, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -513,12 +478,7 @@ impl Filesystem for SlowFs {
         let path = inner.child_path(parent.0, name);
         let (name, newname) = (name.to_os_string(), newname.to_os_string());
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Rename,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Rename, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -588,12 +548,7 @@ impl Filesystem for SlowFs {
         let path = inner.child_path(newparent.0, newname);
         let newname = newname.to_os_string();
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Link,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Link, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -636,12 +591,7 @@ impl Filesystem for SlowFs {
         let passthrough = inner.passthrough_for(&path);
         let unprivileged = req.uid() != 0;
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Open,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Open, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -698,12 +648,7 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Read,
-                path: &path,
-                bytes: size as u64,
-            },
+            Ask::new(req, Op::Read, &path).moving(size as u64),
             &[],
             reply,
             move |inner, done, short, _| {
@@ -740,12 +685,7 @@ impl Filesystem for SlowFs {
         let path = inner.path_of(ino.0);
         let len = data.len() as u64;
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Write,
-                path: &path,
-                bytes: len,
-            },
+            Ask::new(req, Op::Write, &path).moving(len),
             data,
             reply,
             move |inner, done, short, data| {
@@ -791,12 +731,7 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Flush,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Flush, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -849,12 +784,7 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Opendir,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Opendir, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -885,12 +815,7 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Readdir,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Readdir, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -945,12 +870,7 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Statfs,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Statfs, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -999,12 +919,7 @@ impl Filesystem for SlowFs {
         let path = inner.path_of(ino.0);
         let name = name.to_os_string();
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Xattr,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Xattr, &path),
             value,
             reply,
             move |inner, done, _, value| {
@@ -1038,12 +953,7 @@ impl Filesystem for SlowFs {
         let path = inner.path_of(ino.0);
         let name = name.to_os_string();
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Xattr,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Xattr, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -1071,12 +981,7 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Xattr,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Xattr, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -1094,12 +999,7 @@ impl Filesystem for SlowFs {
         let path = inner.path_of(ino.0);
         let name = name.to_os_string();
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Xattr,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Xattr, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -1123,12 +1023,7 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Access,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Access, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -1161,12 +1056,7 @@ impl Filesystem for SlowFs {
         let name = name.to_os_string();
         let caller = Caller::of(req);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Create,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Create, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -1229,12 +1119,7 @@ impl Filesystem for SlowFs {
         let path = inner.path_of(ino.0);
         let unprivileged = req.uid() != 0;
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Fallocate,
-                path: &path,
-                bytes: length,
-            },
+            Ask::new(req, Op::Fallocate, &path).moving(length),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -1282,12 +1167,7 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::Lseek,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, Op::Lseek, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -1319,12 +1199,7 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino_in.0);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op: Op::CopyFileRange,
-                path: &path,
-                bytes: len,
-            },
+            Ask::new(req, Op::CopyFileRange, &path).moving(len),
             &[],
             reply,
             move |inner, done, short, _| {
@@ -1447,12 +1322,7 @@ impl SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, op, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -1475,12 +1345,7 @@ impl SlowFs {
         let path = inner.child_path(parent.0, name);
         let name = name.to_os_string();
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, op, &path),
             &[],
             reply,
             move |inner, done, _, _| {
@@ -1521,12 +1386,7 @@ impl SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         inner.serve(
-            Ask {
-                caller: req.pid(),
-                op,
-                path: &path,
-                bytes: 0,
-            },
+            Ask::new(req, op, &path),
             &[],
             reply,
             move |inner, done, _, _| {

@@ -329,6 +329,23 @@ pub(crate) struct Ask<'a> {
     bytes: u64,
 }
 
+impl<'a> Ask<'a> {
+    /// `req` asks to do `op` on `path`, moving no data.
+    pub(crate) fn new(req: &fuser::Request, op: Op, path: &'a str) -> Ask<'a> {
+        Ask {
+            caller: req.pid(),
+            op,
+            path,
+            bytes: 0,
+        }
+    }
+
+    /// The same request, moving `bytes`.
+    pub(crate) fn moving(self, bytes: u64) -> Ask<'a> {
+        Ask { bytes, ..self }
+    }
+}
+
 /// A request's reply, still to be sent, with what the stats need to know about it.
 /// Stats are recorded before the reply goes out, so that a caller whose syscall has
 /// returned always finds its request counted.

@@ -5,7 +5,7 @@
 //! `umount2` is root's.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -54,7 +54,7 @@ pub fn mount(mountpoint: &Path, options: &[String]) -> io::Result<OwnedFd> {
     }
     let child = cmd.spawn().map_err(not_installed)?;
     drop(theirs);
-    let received = receive_fd(&ours);
+    let received = crate::fd_passing::receive_fd(&ours, "fusermount3 sent no /dev/fuse fd");
     let output = child.wait_with_output()?;
     match received {
         Ok(fd) if output.status.success() => Ok(fd),
@@ -87,29 +87,6 @@ fn device_hint() -> String {
          /dev/fuse` as root — or run slowfs as root)",
         meta.permissions().mode() & 0o7777
     )
-}
-
-/// Receives one fd sent with SCM_RIGHTS.
-fn receive_fd(socket: &UnixStream) -> io::Result<OwnedFd> {
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
-    let mut byte = [0u8; 1];
-    let mut iov = [io::IoSliceMut::new(&mut byte)];
-    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
-    let msg = recvmsg::<()>(
-        socket.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )?;
-    for cmsg in msg.cmsgs()? {
-        if let ControlMessageOwned::ScmRights(fds) = cmsg {
-            if let Some(&fd) = fds.first() {
-                // SAFETY: the kernel just installed this fd for us.
-                return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-            }
-        }
-    }
-    Err(io::Error::other("fusermount3 sent no /dev/fuse fd"))
 }
 
 /// Unmounts through the helper; `lazy` detaches a mount still in use.

@@ -21,6 +21,7 @@
 
 pub mod control;
 pub mod explore;
+mod fd_passing;
 pub(crate) mod fs;
 mod fusermount;
 pub mod limits;

@@ -10,7 +10,7 @@
 //! without a round trip.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::thread::JoinHandle;
 
@@ -124,30 +124,6 @@ unsafe fn send_fd(socket: RawFd, fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
-fn receive_fd(socket: &UnixStream) -> io::Result<OwnedFd> {
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
-    let mut byte = [0u8; 1];
-    let mut iov = [io::IoSliceMut::new(&mut byte)];
-    let mut space = nix::cmsg_space!([RawFd; 1]);
-    let msg = recvmsg::<()>(
-        socket.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )?;
-    for cmsg in msg.cmsgs()? {
-        if let ControlMessageOwned::ScmRights(fds) = cmsg {
-            if let Some(&fd) = fds.first() {
-                // SAFETY: the kernel just installed this fd for us.
-                return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-            }
-        }
-    }
-    Err(io::Error::other(
-        "the workload did not send its seccomp listener",
-    ))
-}
-
 /// Receives the listener from the child and serves its notifications on a thread:
 /// `on_sync` runs before each sync/syncfs of the workload's process tree, which
 /// then proceeds. The thread ends when the last process of the tree has exited.
@@ -155,7 +131,8 @@ pub fn watch(
     socket: UnixStream,
     on_sync: impl Fn() + Send + 'static,
 ) -> io::Result<JoinHandle<()>> {
-    let listener = receive_fd(&socket)?;
+    let listener =
+        crate::fd_passing::receive_fd(&socket, "the workload did not send its seccomp listener")?;
     std::thread::Builder::new()
         .name("slowfs-sync-watch".into())
         .spawn(move || serve(listener, on_sync))

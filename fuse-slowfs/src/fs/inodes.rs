@@ -201,10 +201,9 @@ impl Inodes {
     }
 
     fn node(&self, ino: u64, depth: usize) -> Result<Node, Errno> {
-        let (inode, parent, name) = {
+        let inode = {
             let table = self.table.lock().unwrap();
-            let entry = table.entries.get(&ino).ok_or(Errno::ESTALE)?;
-            (Arc::clone(&entry.inode), entry.parent, entry.name.clone())
+            Arc::clone(&table.entries.get(&ino).ok_or(Errno::ESTALE)?.inode)
         };
         let pinned = inode.pinned.lock().unwrap().clone();
         if let Some(fd) = pinned {
@@ -213,10 +212,10 @@ impl Inodes {
         if let Some(fd) = self.cache.lock().unwrap().fds.get(&ino).cloned() {
             return Ok(Node { inode, fd });
         }
-        let fd = match self.reopen(&inode, parent, &name, depth) {
+        let fd = match self.reopen(ino, &inode, depth) {
             Err(Errno::EMFILE | Errno::ENFILE) => {
                 self.relieve();
-                self.reopen(&inode, parent, &name, depth)
+                self.reopen(ino, &inode, depth)
             }
             opened => opened,
         };
@@ -226,7 +225,7 @@ impl Inodes {
     }
 
     /// Opens an evicted inode's backing file again: by handle, else by name.
-    fn reopen(&self, inode: &Inode, parent: u64, name: &OsStr, depth: usize) -> SysResult<OwnedFd> {
+    fn reopen(&self, ino: u64, inode: &Inode, depth: usize) -> SysResult<OwnedFd> {
         if let Some(id) = &inode.id {
             match id.open(self.root.as_raw_fd()) {
                 Ok(fd) => return Ok(fd),
@@ -235,13 +234,19 @@ impl Inodes {
                 Err(errno) => tracing::debug!("open_by_handle_at: {errno:?}; trying its name"),
             }
         }
+        // Only now is the name needed: the last one it was seen under.
+        let (parent, name) = {
+            let table = self.table.lock().unwrap();
+            let entry = table.entries.get(&ino).ok_or(Errno::ESTALE)?;
+            (entry.parent, entry.name.clone())
+        };
         if depth > 4096 || name.is_empty() {
             return Err(Errno::ESTALE);
         }
         let dir = self.node(parent, depth + 1)?;
         let fd = sys::openat(
             dir.raw(),
-            &sys::component(name)?,
+            &sys::component(&name)?,
             libc::O_PATH | libc::O_NOFOLLOW,
             0,
         )?;

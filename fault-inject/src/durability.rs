@@ -682,11 +682,47 @@ impl Log {
     }
 }
 
+/// The crash states of one crash point: the ways each pending operation can
+/// survive (whole, or with a sector size torn after each boundary inside it), each
+/// also droppable. Computed once per point, for counting and sampling.
+#[derive(Debug, Clone)]
+pub struct Survival {
+    options: Vec<(usize, Vec<Keep>)>,
+}
+
+impl Survival {
+    /// How many crash states there are in all (`None`: more than `usize`).
+    pub fn count(&self) -> Option<usize> {
+        self.options
+            .iter()
+            .try_fold(1usize, |acc, (_, keeps)| acc.checked_mul(keeps.len() + 1))
+    }
+
+    /// One random crash state: each pending operation kept with probability 1/2, a
+    /// kept write that can tear torn at a random boundary half the time. `next`
+    /// gives random 64-bit numbers.
+    pub fn random(&self, next: &mut impl FnMut() -> u64) -> Kept {
+        let mut kept = Kept::new();
+        for (i, keeps) in &self.options {
+            if next() & 1 == 0 {
+                continue;
+            }
+            let keep = if keeps.len() > 1 && next() & 1 == 1 {
+                keeps[1 + (next() as usize) % (keeps.len() - 1)]
+            } else {
+                Keep::Whole
+            };
+            kept.insert(*i, keep);
+        }
+        kept
+    }
+}
+
 impl Log {
-    /// The ways each pending operation at `k` can survive: whole, or (writes, with
-    /// `sector`) torn after each sector boundary inside it.
-    fn survival_options(&self, k: usize, sector: Option<u64>) -> Vec<(usize, Vec<Keep>)> {
-        self.pending(k)
+    /// The crash states of point `k` (with `sector`, pending writes may tear).
+    pub fn survival(&self, k: usize, sector: Option<u64>) -> Survival {
+        let options = self
+            .pending(k)
             .into_iter()
             .map(|i| {
                 let mut keeps = vec![Keep::Whole];
@@ -695,14 +731,8 @@ impl Log {
                 }
                 (i, keeps)
             })
-            .collect()
-    }
-
-    /// How many crash states point `k` has in all (`None`: more than `usize`).
-    pub fn state_count(&self, k: usize, sector: Option<u64>) -> Option<usize> {
-        self.survival_options(k, sector)
-            .iter()
-            .try_fold(1usize, |acc, (_, keeps)| acc.checked_mul(keeps.len() + 1))
+            .collect();
+        Survival { options }
     }
 
     /// The high-yield crash states at point `k`, the ones ALICE-style tools find
@@ -710,7 +740,7 @@ impl Log {
     /// operation kept alone, each dropped alone, and (with `sector`) the torn
     /// variants of the last pending write. Distinct, in that order.
     pub fn high_yield_states(&self, k: usize, sector: Option<u64>) -> Vec<Kept> {
-        let options = self.survival_options(k, sector);
+        let options = self.survival(k, sector).options;
         let mut out: Vec<Kept> = Vec::new();
         let mut push = |kept: Kept| {
             if !out.contains(&kept) {
@@ -740,30 +770,6 @@ impl Log {
             }
         }
         out
-    }
-
-    /// One random crash state at point `k`: each pending operation kept with
-    /// probability 1/2, a kept write (with `sector`) torn at a random boundary half
-    /// the time. `next` gives random 64-bit numbers.
-    pub fn random_state(
-        &self,
-        k: usize,
-        sector: Option<u64>,
-        next: &mut impl FnMut() -> u64,
-    ) -> Kept {
-        let mut kept = Kept::new();
-        for (i, keeps) in self.survival_options(k, sector) {
-            if next() & 1 == 0 {
-                continue;
-            }
-            let keep = if keeps.len() > 1 && next() & 1 == 1 {
-                keeps[1 + (next() as usize) % (keeps.len() - 1)]
-            } else {
-                Keep::Whole
-            };
-            kept.insert(i, keep);
-        }
-        kept
     }
 
     /// Checks that `kept` names only operations pending at `k`, and torn sizes

@@ -121,6 +121,7 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     line.finish();
     let result = result?;
     let report = Report {
+        names: node_names(&log),
         log: &log,
         result: &result,
         saved: &saved_path,
@@ -238,6 +239,8 @@ fn run_workload(
 /// The results, for people and for `--json`.
 struct Report<'a> {
     log: &'a Log,
+    /// A name for every node ([`node_names`]), computed once.
+    names: std::collections::HashMap<u64, String>,
     result: &'a Exploration,
     saved: &'a Path,
     check: &'a str,
@@ -306,7 +309,6 @@ impl Report<'_> {
     }
 
     fn groups(&self) -> Vec<Group<'_>> {
-        let names = node_names(self.log);
         let mut groups: BTreeMap<String, Vec<&Violation>> = BTreeMap::new();
         for v in &self.result.violations {
             let message = normalise(v.output.lines().next().unwrap_or(""));
@@ -319,8 +321,7 @@ impl Report<'_> {
                 for v in &members {
                     // The kinds of loss, not their count: 3 lost writes of a file
                     // and 4 are one pattern.
-                    let mut lost: Vec<String> =
-                        self.lost(v, &names).iter().map(|l| normalise(l)).collect();
+                    let mut lost: Vec<String> = self.lost(v).iter().map(|l| normalise(l)).collect();
                     lost.sort();
                     lost.dedup();
                     *patterns.entry(lost.join("; ")).or_default() += 1;
@@ -340,7 +341,8 @@ impl Report<'_> {
 
     /// The operations a violation's state lost: dropped or torn pending ones,
     /// described with path names (node ids and byte ranges left out of the pattern).
-    fn lost(&self, v: &Violation, names: &std::collections::HashMap<u64, String>) -> Vec<String> {
+    fn lost(&self, v: &Violation) -> Vec<String> {
+        let names = &self.names;
         v.pending
             .iter()
             .filter(|i| !matches!(v.kept.get(i), Some(Keep::Whole)))
@@ -367,7 +369,6 @@ impl Report<'_> {
     }
 
     fn print_groups(&self) {
-        let names = node_names(self.log);
         let groups = self.groups();
         if groups.is_empty() {
             return;
@@ -421,7 +422,7 @@ impl Report<'_> {
                 };
                 println!(
                     "    {i:>4} {fate:<8} {}{torn}",
-                    describe(&self.log.ops()[i], &names)
+                    describe(&self.log.ops()[i], &self.names)
                 );
             }
             for line in example.output.lines().take(5) {
@@ -448,7 +449,6 @@ impl Report<'_> {
     }
 
     fn json(&self) -> serde_json::Value {
-        let names = node_names(self.log);
         let r = self.result;
         let violations: Vec<_> = r
             .violations
@@ -457,7 +457,7 @@ impl Report<'_> {
                 serde_json::json!({
                     "crash_point": v.crash_point,
                     "state": format!("{}/{}", v.crash_point, kept_spec(&v.kept)),
-                    "lost": self.lost(v, &names),
+                    "lost": self.lost(v),
                     "checker_status": v.status,
                     "checker_output": v.output,
                     "replay": self.replay_command(v),

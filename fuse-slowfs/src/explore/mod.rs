@@ -220,24 +220,26 @@ struct Outcome {
 }
 
 /// Removes every entry whose path matches `ignore` from a tree.
-pub fn without(tree: &Tree, ignore: &globset::GlobSet) -> Tree {
+pub fn without(mut tree: Tree, ignore: &globset::GlobSet) -> Tree {
     if ignore.is_empty() {
-        return tree.clone();
+        return tree;
     }
-    let mut out = tree.clone();
-    for (path, _) in tree.walk() {
-        if !ignore.is_match(&path) {
-            continue;
-        }
+    let doomed: Vec<String> = tree
+        .walk()
+        .into_iter()
+        .map(|(path, _)| path)
+        .filter(|path| ignore.is_match(path))
+        .collect();
+    for path in doomed {
         let (dir, name) = match path.rsplit_once('/') {
-            Some((dir, name)) => (out.lookup_id(dir), name),
-            None => (Some(out.root), path.as_str()),
+            Some((dir, name)) => (tree.lookup_id(dir), name),
+            None => (Some(tree.root), path.as_str()),
         };
-        if let Some(Node::Dir(entries)) = dir.and_then(|d| out.nodes.get_mut(&d)) {
+        if let Some(Node::Dir(entries)) = dir.and_then(|d| tree.nodes.get_mut(&d)) {
             entries.remove(name);
         }
     }
-    out
+    tree
 }
 
 fn glob_set(globs: &[String]) -> io::Result<globset::GlobSet> {
@@ -364,10 +366,12 @@ pub fn explore(
         .collect();
     // Phase 2: sampled states, one per point per round, while budget lasts.
     let mut sampled_points = HashSet::new();
-    let mut exhausted: Vec<bool> = points
+    let survivals: Vec<_> = points.iter().map(|&k| log.survival(k, sector)).collect();
+    let counts: Vec<Option<usize>> = survivals.iter().map(|s| s.count()).collect();
+    let mut exhausted: Vec<bool> = counts
         .iter()
         .zip(&tried)
-        .map(|(&k, t)| log.state_count(k, sector).is_some_and(|n| n <= t.len()))
+        .map(|(count, t)| count.is_some_and(|n| n <= t.len()))
         .collect();
     let mut rng = config.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     let mut next = move || {
@@ -384,20 +388,17 @@ pub fn explore(
             let k = points[slot];
             // A few tries for a state this point has not had.
             let fresh = (0..16)
-                .map(|_| log.random_state(k, sector, &mut next))
+                .map(|_| survivals[slot].random(&mut next))
                 .find(|kept| !tried[slot].contains(kept));
             let Some(kept) = fresh else {
                 // Sampling keeps missing: treat as done when small, else go on.
-                let count = log.state_count(k, sector).unwrap_or(usize::MAX);
+                let count = counts[slot].unwrap_or(usize::MAX);
                 exhausted[slot] = tried[slot].len() * 2 >= count || tried[slot].len() > 1 << 16;
                 continue;
             };
             tried[slot].insert(kept.clone());
             sampled_points.insert(k);
-            if log
-                .state_count(k, sector)
-                .is_some_and(|n| n <= tried[slot].len())
-            {
+            if counts[slot].is_some_and(|n| n <= tried[slot].len()) {
                 exhausted[slot] = true;
             }
             if !run.submit(&task_tx, k, kept, &mut progress) {
@@ -477,7 +478,7 @@ impl Run<'_> {
         if self.cut.is_some() || self.error.is_some() {
             return false;
         }
-        let tree = without(&self.log.state_with(k, &kept), self.ignore);
+        let tree = without(self.log.state_with(k, &kept), self.ignore);
         let key = (
             if self.config.per_point { k } else { 0 },
             tree.fingerprint(),

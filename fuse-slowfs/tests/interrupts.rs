@@ -10,11 +10,10 @@ use std::time::{Duration, Instant};
 
 use common::TestMount;
 
-/// Starts `cat FILE` in the background, waits until its read is parked, SIGKILLs
-/// it and returns how long it took to be gone.
-fn kill_parked_reader(m: &TestMount) -> Duration {
+/// Starts `cat FILE` in the background and waits until its read is parked.
+fn parked_reader(m: &TestMount) -> std::process::Child {
     std::fs::write(m.backing("f"), b"data").unwrap();
-    let mut reader = Command::new("cat")
+    let reader = Command::new("cat")
         .arg(m.path("f"))
         .stdout(Stdio::null())
         .spawn()
@@ -24,6 +23,12 @@ fn kill_parked_reader(m: &TestMount) -> Duration {
         assert!(Instant::now() < deadline, "the read never parked");
         std::thread::sleep(Duration::from_millis(5));
     }
+    reader
+}
+
+/// SIGKILLs a parked reader; how long it took to be gone.
+fn kill_parked_reader(m: &TestMount) -> Duration {
+    let mut reader = parked_reader(m);
     let killed = Instant::now();
     reader.kill().unwrap();
     reader.wait().unwrap();
@@ -48,15 +53,7 @@ fn a_killed_reader_parked_on_a_hang_is_gone_at_once() {
 #[test]
 fn without_intr_a_killed_reader_waits_for_the_release() {
     let m = TestMount::with(&["read hang"], |c| c.interruptible = false);
-    std::fs::write(m.backing("f"), b"data").unwrap();
-    let mut reader = Command::new("cat")
-        .arg(m.path("f"))
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    while m.mount().waiting() == 0 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let mut reader = parked_reader(&m);
     reader.kill().unwrap();
     std::thread::sleep(Duration::from_millis(500));
     assert!(

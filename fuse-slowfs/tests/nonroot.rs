@@ -2,7 +2,11 @@
 //! with /dev/fuse at its usual mode 0666 (a fresh device node bound over it in a
 //! private mount namespace, so the machine's own stays as it is).
 
+mod common;
+
 use std::process::Command;
+
+use common::text;
 use std::time::{Duration, Instant};
 
 const USER: &str = "slowfs-test";
@@ -60,14 +64,6 @@ fn as_user(mode: &str, script: &str) -> (std::process::Output, Duration) {
         .output()
         .unwrap();
     (out, started.elapsed())
-}
-
-fn text(out: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 #[test]

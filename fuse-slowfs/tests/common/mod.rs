@@ -76,3 +76,12 @@ impl Drop for TestMount {
         let _ = &self.mountpoint;
     }
 }
+
+/// A command's stdout and stderr, together, for assertion messages.
+pub fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}

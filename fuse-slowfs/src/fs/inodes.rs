@@ -441,9 +441,4 @@ impl Inodes {
     pub fn len(&self) -> usize {
         self.table.lock().unwrap().entries.len()
     }
-
-    /// How many fds the cache holds open right now (pinned ones not counted).
-    pub fn cached_fds(&self) -> usize {
-        self.cache.lock().unwrap().fds.len()
-    }
 }

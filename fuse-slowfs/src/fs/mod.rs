@@ -229,11 +229,6 @@ impl Inner {
         self.inodes.len()
     }
 
-    /// Backing fds the inode cache holds open right now.
-    pub fn cached_fds(&self) -> usize {
-        self.inodes.cached_fds()
-    }
-
     /// Mount-relative path of an inode, computed only when a rule could care.
     fn path_of(&self, ino: u64) -> String {
         if self.plan.is_empty() {

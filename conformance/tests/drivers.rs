@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use conformance::runner::run_matrix;
-use conformance::{expectations, Suite, SuiteConfig};
+use conformance::{expectations, Suite, SuiteConfig, Verdict};
 use harness::{AnyEngine, Engine, OpenOptions};
 
 fn python() -> PathBuf {
@@ -94,4 +94,112 @@ fn a_driver_that_dies_fails_requests_instead_of_hanging() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("version 99"), "{err}");
+}
+
+fn control(name: &str) -> std::sync::Arc<AnyEngine> {
+    let command = format!(
+        "cmd:{} {}/../drivers/python/controls.py --control {name}",
+        python().display(),
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::sync::Arc::new(AnyEngine::by_name(&command).unwrap())
+}
+
+/// The negative-control drivers (drivers/python/controls.py): each has one
+/// defect, and the suite that owns that property must catch it.
+#[test]
+fn python_negative_controls_are_caught() {
+    std::env::set_var("SLOWFS_DRIVER_TIMEOUT_MS", "3000");
+    let config = SuiteConfig {
+        cases: 8,
+        seed: 7,
+        ..SuiteConfig::default()
+    };
+    let run = |name: &str, suite: Suite| {
+        let outcome = conformance::run_suite(suite, control(name), &config);
+        println!("control {name} on {suite:?}: {}", outcome.verdict);
+        outcome.verdict
+    };
+    let verdict = run("ignore-cancel", Suite::Cancel);
+    assert!(
+        matches!(&verdict, Verdict::Fail { reason, .. } if reason.contains("ignores cancel")),
+        "a driver that ignores cancel must fail the cancel suite: {verdict}"
+    );
+    let verdict = run("blocking", Suite::LoopLag);
+    assert!(
+        matches!(verdict, Verdict::Fail { .. }),
+        "a driver that blocks its loop must fail loop-lag: {verdict}"
+    );
+    let verdict = run("failing-io", Suite::LoopLag);
+    assert!(
+        !matches!(verdict, Verdict::Pass),
+        "a driver that does no I/O must not pass loop-lag: {verdict}"
+    );
+    let verdict = run("lost-errno", Suite::Errors);
+    assert!(
+        matches!(verdict, Verdict::Fail { .. }),
+        "a driver that loses the errno must fail the errors suite: {verdict}"
+    );
+}
+
+/// asyncio.to_thread answers a cancel at once while its thread still carries the
+/// write out: the cancel suite reports the ghost write.
+#[test]
+fn to_thread_ghost_writes_are_reported() {
+    std::env::set_var("SLOWFS_DRIVER_TIMEOUT_MS", "3000");
+    let config = SuiteConfig {
+        cases: 16,
+        seed: 11,
+        ..SuiteConfig::default()
+    };
+    let engine = std::sync::Arc::new(AnyEngine::by_name(&driver("to_thread")).unwrap());
+    let verdict = conformance::run_suite(Suite::Cancel, engine, &config).verdict;
+    println!("{verdict}");
+    assert!(
+        matches!(&verdict, Verdict::Fail { reason, trace } if reason.contains("ghost write") && trace.lines().count() <= 3),
+        "{verdict}"
+    );
+}
+
+/// The minimal driver in docs/driver-protocol.md, run as written: the doc alone
+/// is enough to write a driver that the suites accept.
+#[test]
+fn the_documented_minimal_driver_passes() {
+    let doc = include_str!("../../docs/driver-protocol.md");
+    let section = doc
+        .split("## A minimal driver")
+        .nth(1)
+        .expect("docs/driver-protocol.md has a `## A minimal driver` section");
+    let code = section
+        .split("```python\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the section has a ```python block");
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("minimal_driver.py");
+    std::fs::write(&script, code).unwrap();
+    let engine = format!("cmd:python3 {}", script.display());
+    let config = SuiteConfig {
+        cases: 8,
+        seed: 3,
+        ..SuiteConfig::default()
+    };
+    let report = run_matrix(&[engine], Suite::ALL, false, &config, &[], |_| {});
+    println!("{}", report.render());
+    use conformance::report::Status::*;
+    for cell in &report.cells {
+        let want = if ["cancel", "loop-lag"].contains(&cell.suite.as_str()) {
+            Unsupported
+        } else {
+            Pass
+        };
+        assert_eq!(
+            cell.status,
+            want,
+            "{} x minimal\n{}",
+            cell.suite,
+            report.render()
+        );
+    }
+    assert_eq!(report.cells.len(), Suite::ALL.len());
 }

@@ -104,7 +104,7 @@ class ToThread:
     positioned = True
     capabilities = ["open", "read_at", "write_at", "read_many", "write_many", "read", "fsync",
                     "fdatasync", "set_len", "metadata", "close", "rename", "remove_file",
-                    "create_dir", "sync_dir", "copy", "cancel"]
+                    "create_dir", "sync_dir", "copy", "cancel", "lag"]
 
     async def open(self, req):
         return await asyncio.to_thread(os.open, req["path"], open_flags(req), 0o644)
@@ -143,7 +143,7 @@ class Aiofiles:
     positioned = False
     capabilities = ["open", "read_at", "write_at", "read", "fsync", "fdatasync", "set_len",
                     "metadata", "close", "rename", "remove_file", "create_dir", "sync_dir",
-                    "copy", "cancel"]
+                    "copy", "cancel", "lag"]
 
     def __init__(self):
         import aiofiles
@@ -201,7 +201,7 @@ class Ayafileio:
     positioned = True
     capabilities = ["open", "read_at", "write_at", "read_many", "write_many", "read", "fsync",
                     "fdatasync", "set_len", "metadata", "close", "rename", "remove_file",
-                    "create_dir", "sync_dir", "copy", "cancel"]
+                    "create_dir", "sync_dir", "copy", "cancel", "lag"]
 
     def __init__(self):
         import ayafileio
@@ -313,6 +313,18 @@ class Driver:
         finally:
             self.tasks.pop(rid, None)
 
+    def cancelled_early(self, task, rid):
+        """A task cancelled before it started never runs serve_one: answer it here."""
+        if task.cancelled():
+            self.tasks.pop(rid, None)
+            self.send({"id": rid, "err": "cancelled"})
+
+    def cancel(self, rid):
+        """Cancels request `rid` the way asyncio does; its task still answers."""
+        task = self.tasks.get(rid)
+        if task:
+            task.cancel()
+
     async def main(self):
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=1 << 30)
@@ -327,11 +339,11 @@ class Driver:
                 break
             req = json.loads(line)
             if "cancel" in req:
-                task = self.tasks.get(req["cancel"])
-                if task:
-                    task.cancel()
+                self.cancel(req["cancel"])
                 continue
-            self.tasks[req["id"]] = asyncio.create_task(self.serve_one(req))
+            task = asyncio.create_task(self.serve_one(req))
+            task.add_done_callback(lambda t, rid=req["id"]: self.cancelled_early(t, rid))
+            self.tasks[req["id"]] = task
         beat.cancel()
 
 

@@ -92,6 +92,17 @@ pub struct Metadata {
     pub len: u64,
 }
 
+/// How an engine answered an operation after its caller dropped it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelAnswer {
+    /// No answer yet: the operation is still in flight in the engine.
+    Pending,
+    /// The engine said the operation was cancelled: it claims it had no effect.
+    Cancelled,
+    /// The engine finished the operation (ok or error) before the cancel took.
+    Completed,
+}
+
 /// An open file of some engine.
 pub trait EngineFile: Send + Sync + 'static {
     /// Reads up to `buf.len()` bytes at `offset`, without moving any file position.
@@ -257,6 +268,13 @@ pub trait Engine: Send + Sync + 'static {
     /// "unsupported" instead of failing.
     fn supports(&self, _op: &str) -> bool {
         true
+    }
+
+    /// For engines that answer a cancel explicitly (out-of-process drivers): how
+    /// the last operation its caller dropped was answered. `None` for engines
+    /// where dropping the future is the whole cancel.
+    fn last_cancel(&self) -> Option<CancelAnswer> {
+        None
     }
 
     /// For engines that run their own event loop (out-of-process drivers): the

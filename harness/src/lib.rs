@@ -28,4 +28,4 @@ pub mod lag;
 pub mod mount;
 
 pub use backend::{AnyEngine, AnyFile, ENGINE_NAMES};
-pub use engine::{BufResult, Engine, EngineFile, Metadata, OpenOptions};
+pub use engine::{BufResult, CancelAnswer, Engine, EngineFile, Metadata, OpenOptions};

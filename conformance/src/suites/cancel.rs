@@ -4,12 +4,18 @@
 //! caller got back afterwards changes (an engine that recycles a cancelled op's
 //! buffer while the kernel still writes into it is caught), each byte of a
 //! cancelled write's range is old or new, and the engine still works.
+//!
+//! Engines that answer a cancel (drivers: `{"cancel": ID}`) make a claim the suite
+//! checks: a cancelled request held by a `hang` must be answered within
+//! [`ANSWER_WITHIN`] (`cancelled`, or its result if it finished first), and a
+//! write answered `cancelled` must not land afterwards (a *ghost write*: the
+//! library reported the write undone while a thread still carried it out).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::{Engine, EngineFile, OpenOptions};
+use harness::{CancelAnswer, Engine, EngineFile, OpenOptions};
 use proptest::prelude::*;
 
 use super::{ensure, mount};
@@ -19,6 +25,8 @@ use crate::{outcome, Outcome, SuiteConfig, Verdict};
 const OLD: u8 = 0x11;
 const NEW: u8 = 0x22;
 const FILE: usize = 64 << 10;
+/// How long a driver may take to answer a cancelled request that slowfs holds.
+const ANSWER_WITHIN: Duration = Duration::from_secs(1);
 
 /// One case: what to cancel, how it is stalled, when to give up on it.
 #[derive(Debug, Clone)]
@@ -114,6 +122,37 @@ async fn cannot_cancel<E: Engine>(engine: &E, mount: &harness::mount::SlowMount)
     })
 }
 
+/// Clears a case's stall rule and releases what it holds, on every exit.
+struct Unstall<'a> {
+    mount: &'a harness::mount::SlowMount,
+    rule: u64,
+}
+
+impl Drop for Unstall<'_> {
+    fn drop(&mut self) {
+        self.mount.clear(Some(self.rule));
+        self.mount.release();
+    }
+}
+
+/// For engines that answer cancels: waits (up to [`ANSWER_WITHIN`] when slowfs
+/// holds the request, else for the answer itself) and says how it was answered.
+async fn cancel_answer<E: Engine>(engine: &E, held: bool) -> Option<CancelAnswer> {
+    let start = std::time::Instant::now();
+    let limit = if held {
+        ANSWER_WITHIN
+    } else {
+        Duration::from_secs(5)
+    };
+    loop {
+        let answer = engine.last_cancel()?;
+        if answer != CancelAnswer::Pending || start.elapsed() >= limit {
+            return Some(answer);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 async fn one_case<E: Engine>(
     engine: &E,
     mount: &harness::mount::SlowMount,
@@ -131,6 +170,8 @@ async fn one_case<E: Engine>(
     let rule = mount
         .set(&format!("{op} path={name} {stall}"))
         .map_err(|e| e.to_string())?;
+    // A case that fails early must not leave its hang behind for the next one.
+    let _unstall = Unstall { mount, rule };
     // The daemon runs in this process: let it look both files up first, so the
     // O_PATH fds of its inode table are in the baseline.
     std::fs::metadata(mount.path(name)).map_err(|e| e.to_string())?;
@@ -142,10 +183,27 @@ async fn one_case<E: Engine>(
         .await
         .map_err(|e| e.to_string())?;
     let cancel_after = Duration::from_millis(c.cancel_after_ms);
-    if c.write {
-        let _ = tokio::time::timeout(cancel_after, file.write_at(vec![NEW; c.len], 0)).await;
+    let dropped = if c.write {
+        tokio::time::timeout(cancel_after, file.write_at(vec![NEW; c.len], 0))
+            .await
+            .is_err()
     } else {
-        let _ = tokio::time::timeout(cancel_after, file.read_at(vec![0; c.len], 0)).await;
+        tokio::time::timeout(cancel_after, file.read_at(vec![0; c.len], 0))
+            .await
+            .is_err()
+    };
+    let answer = if dropped {
+        cancel_answer(engine, c.hang).await
+    } else {
+        None
+    };
+    if c.hang {
+        ensure(answer != Some(CancelAnswer::Pending), || {
+            format!(
+                "the engine declares `cancel` but left the cancelled {} unanswered for {ANSWER_WITHIN:?} while slowfs held it: it ignores cancel",
+                if c.write { "write_at" } else { "read_at" }
+            )
+        })?;
     }
     // Buffers the caller gets back after the cancel, from reads that complete.
     let plain = engine
@@ -192,6 +250,12 @@ async fn one_case<E: Engine>(
         ensure(bytes[c.len..].iter().all(|b| *b == OLD), || {
             "bytes outside the cancelled write's range changed".into()
         })?;
+        ensure(
+            answer != Some(CancelAnswer::Cancelled) || bytes[..c.len].iter().all(|b| *b == OLD),
+            || {
+                "ghost write: the engine answered the write `cancelled`, then its data landed in the file (the operation kept running after the cancel returned)".into()
+            },
+        )?;
     }
     let (result, _) = file.read_at(vec![0; 16], 0).await;
     result.map_err(|e| format!("the engine failed after a cancel: {e}"))?;

@@ -40,7 +40,7 @@ struct Work {
 
 /// Runs the suite.
 pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
-    if let Err(unsupported) = super::require(&*engine, &["read", "fsync"]) {
+    if let Err(unsupported) = super::require(&*engine, &["read", "fsync", "lag"]) {
         return unsupported;
     }
     let delay = format!("* delay={}ms", config.op_delay_ms);

@@ -176,6 +176,10 @@ impl Engine for AnyEngine {
         each_engine!(self, e => e.supports(op))
     }
 
+    fn last_cancel(&self) -> Option<crate::engine::CancelAnswer> {
+        each_engine!(self, e => e.last_cancel())
+    }
+
     async fn own_loop_lag(&self, reset: bool) -> Option<crate::lag::LagReport> {
         each_engine!(self, e => e.own_loop_lag(reset).await)
     }

@@ -20,7 +20,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
-use crate::engine::{BufResult, Engine, EngineFile, Metadata, OpenOptions};
+use crate::engine::{BufResult, CancelAnswer, Engine, EngineFile, Metadata, OpenOptions};
 use crate::lag::LagReport;
 
 /// The protocol version this runner speaks.
@@ -35,6 +35,8 @@ pub fn request_timeout() -> Duration {
 }
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, io::Error>>>>>;
+/// The last request the caller dropped, and how the driver answered it.
+type LastCancel = Arc<Mutex<Option<(u64, CancelAnswer)>>>;
 
 #[derive(Debug)]
 struct Driver {
@@ -45,6 +47,7 @@ struct Driver {
     stdin: Mutex<ChildStdin>,
     child: Mutex<Child>,
     pending: Pending,
+    last_cancel: LastCancel,
     dead: Arc<Mutex<Option<String>>>,
     next: AtomicU64,
     stderr: tempfile::NamedTempFile,
@@ -115,12 +118,17 @@ impl ExternalEngine {
         let name = hello["engine"].as_str().unwrap_or("external").to_string();
         let positioned = hello["positioned"].as_bool().unwrap_or(true);
         let pending: Pending = Arc::default();
+        let last_cancel: LastCancel = Arc::default();
         let dead = Arc::new(Mutex::new(None));
         {
-            let (pending, dead) = (Arc::clone(&pending), Arc::clone(&dead));
+            let (pending, last_cancel, dead) = (
+                Arc::clone(&pending),
+                Arc::clone(&last_cancel),
+                Arc::clone(&dead),
+            );
             std::thread::Builder::new()
                 .name("driver-reader".into())
-                .spawn(move || read_responses(stdout, pending, dead))?;
+                .spawn(move || read_responses(stdout, pending, last_cancel, dead))?;
         }
         Ok(ExternalEngine {
             driver: Arc::new(Driver {
@@ -130,6 +138,7 @@ impl ExternalEngine {
                 stdin: Mutex::new(stdin),
                 child: Mutex::new(child),
                 pending,
+                last_cancel,
                 dead,
                 next: AtomicU64::new(1),
                 stderr,
@@ -217,6 +226,7 @@ impl Drop for CancelOnDrop {
         if self.armed {
             // Keep the pending entry: the op is in flight in the driver until it
             // answers (cancelled or done), which keeps in_flight() honest.
+            *self.driver.last_cancel.lock().unwrap() = Some((self.id, CancelAnswer::Pending));
             self.driver.send_cancel(self.id);
         }
     }
@@ -234,6 +244,7 @@ impl Drop for Driver {
 fn read_responses(
     stdout: BufReader<std::process::ChildStdout>,
     pending: Pending,
+    last_cancel: LastCancel,
     dead: Arc<Mutex<Option<String>>>,
 ) {
     let fail_all = |why: String| {
@@ -254,6 +265,15 @@ fn read_responses(
             fail_all(format!("driver sent a message without an id: {line}"));
             return;
         };
+        if let Some((cancelled, answer)) = &mut *last_cancel.lock().unwrap() {
+            if *cancelled == id {
+                *answer = if message["err"] == "cancelled" {
+                    CancelAnswer::Cancelled
+                } else {
+                    CancelAnswer::Completed
+                };
+            }
+        }
         let Some(tx) = pending.lock().unwrap().remove(&id) else {
             continue;
         };
@@ -424,6 +444,11 @@ impl Engine for ExternalEngine {
 
     fn in_flight(&self) -> usize {
         self.driver.pending.lock().unwrap().len()
+    }
+
+    fn last_cancel(&self) -> Option<CancelAnswer> {
+        let last = *self.driver.last_cancel.lock().unwrap();
+        Some(last.map_or(CancelAnswer::Completed, |(_, answer)| answer))
     }
 
     fn supports(&self, op: &str) -> bool {

@@ -32,12 +32,13 @@ command -v fsx >/dev/null || { say "installing fsx"; cargo install --locked --qu
 command -v pjdfstest >/dev/null || { say "installing pjdfstest"; cargo install --locked --quiet pjdfstest@0.2.2; }
 
 # Python libraries tested through the driver protocol.
-python_packages=(aiofiles ayafileio plyvel)
+# Pinned: the expectations in conformance/expectations.toml are about these versions.
+python_packages=(aiofiles==25.1.0 ayafileio==2.0.0 aiofile==3.12.3 caio==0.12.10 plyvel==1.5.1)
 if [[ ! -x .venv/bin/python3 ]]; then
   say "creating .venv"
   python3 -m venv .venv
 fi
-if ! .venv/bin/python3 -c "import aiofiles, ayafileio, plyvel" 2>/dev/null; then
+if ! .venv/bin/python3 -c "import aiofiles, ayafileio, aiofile, plyvel" 2>/dev/null; then
   say "installing ${python_packages[*]} into .venv"
   .venv/bin/pip install --quiet --disable-pip-version-check "${python_packages[@]}"
 fi

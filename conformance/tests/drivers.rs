@@ -1,6 +1,6 @@
 //! The Python libraries through the driver protocol, and drivers that misbehave.
 //! `scripts/test.sh` makes the venv (`python3 -m venv .venv && .venv/bin/pip install
-//! aiofiles ayafileio`); without it these tests fail and say so.
+//! aiofiles ayafileio aiofile`); without it these tests fail and say so.
 
 use std::path::PathBuf;
 
@@ -15,7 +15,7 @@ fn python() -> PathBuf {
         .unwrap_or(venv);
     assert!(
         python.exists(),
-        "{} is missing: create it with `python3 -m venv .venv && .venv/bin/pip install aiofiles ayafileio` (scripts/test.sh does)",
+        "{} is missing: create it with `python3 -m venv .venv && .venv/bin/pip install aiofiles ayafileio aiofile` (scripts/test.sh does)",
         python.display()
     );
     python
@@ -34,10 +34,13 @@ fn python_libraries_match_their_expectations() {
     // A library that stops answering costs this long per case (and per shrink step).
     std::env::set_var("SLOWFS_DRIVER_TIMEOUT_MS", "3000");
     let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
-    let engines: Vec<String> = ["to_thread", "aiofiles", "ayafileio"]
+    let mut engines: Vec<String> = ["to_thread", "aiofiles", "ayafileio"]
         .iter()
         .map(|l| driver(l))
         .collect();
+    for caio in ["uring", "linux", "thread", "python"] {
+        engines.push(driver(&format!("aiofile --caio {caio}")));
+    }
     let config = SuiteConfig {
         cases: 8,
         seed: 5,
@@ -61,6 +64,9 @@ fn python_libraries_match_their_expectations() {
     );
     assert_eq!(status("py:to_thread", "loop-lag"), Some(Pass));
     assert_eq!(status("py:ayafileio", "short-io"), Some(Fail));
+    // caio's C backends lose the errno; its Python backend keeps it.
+    assert_eq!(status("py:aiofile-thread", "errors"), Some(Fail));
+    assert_eq!(status("py:aiofile-python", "errors"), Some(Pass));
 }
 
 #[test]

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A slowfs driver (protocol v1, docs/driver-protocol.md) for Python async file
-libraries: aiofiles, asyncio.to_thread (stdlib) and ayafileio.
+libraries: aiofiles, asyncio.to_thread (stdlib), ayafileio and aiofile (caio).
 
     python3 slowfs_driver.py --lib aiofiles|to_thread|ayafileio
+    python3 slowfs_driver.py --lib aiofile --caio uring|linux|thread|python
 
 Every request runs as an asyncio task on this process's event loop; `cancel`
 cancels the task; a heartbeat task on the same loop measures the loop's lag.
@@ -244,7 +245,68 @@ class Ayafileio:
         await f.close()
 
 
-LIBS = {"to_thread": ToThread, "aiofiles": Aiofiles, "ayafileio": Ayafileio}
+class Aiofile:
+    """aiofile on caio: positioned reads and writes through a caio context whose
+    backend `--caio` picks (CAIO_IMPL): uring (io_uring), linux (Linux native
+    AIO), thread (caio's C thread pool) or python (a Python thread pool).
+    aiofile has no cursor read; the driver keeps one per file, as aiofile's
+    Reader does."""
+
+    positioned = True
+    capabilities = ["open", "read_at", "write_at", "read_many", "write_many", "read", "fsync",
+                    "fdatasync", "set_len", "metadata", "close", "rename", "remove_file",
+                    "create_dir", "sync_dir", "copy", "cancel", "lag"]
+    MODULES = {"uring": "linux_uring", "linux": "linux_aio", "thread": "thread_aio",
+               "python": "python_aio"}
+
+    def __init__(self, caio_impl):
+        os.environ["CAIO_IMPL"] = caio_impl
+        import caio
+        import aiofile
+        wanted = getattr(caio, self.MODULES[caio_impl], None)
+        if wanted is None or caio.Context is not wanted.Context:
+            sys.exit(f"caio backend {caio_impl!r} is not available here; available: "
+                     f"{[v.__name__.rsplit('.', 1)[-1] for v in caio.variants]}")
+        self.aiofile = aiofile
+        self.name = f"aiofile-{caio_impl}"
+        self.cursor = {}
+
+    async def open(self, req):
+        await asyncio.to_thread(precreate, req)
+        f = self.aiofile.AIOFile(req["path"], python_mode(req))
+        await f.open()
+        self.cursor[id(f)] = 0
+        return f
+
+    async def read_at(self, f, offset, n):
+        return await f.read_bytes(n, offset)
+
+    async def read(self, f, n):
+        data = await f.read_bytes(n, self.cursor[id(f)])
+        self.cursor[id(f)] += len(data)
+        return data
+
+    async def write_at(self, f, offset, data):
+        return await f.write_bytes(data, offset)
+
+    async def fsync(self, f):
+        await f.fsync()
+
+    async def fdatasync(self, f):
+        await f.fdsync()
+
+    async def set_len(self, f, n):
+        await f.truncate(n)
+
+    async def metadata(self, f):
+        return (await asyncio.to_thread(os.fstat, f.fileno())).st_size
+
+    async def close(self, f):
+        self.cursor.pop(id(f), None)
+        await f.close()
+
+
+LIBS = {"to_thread": ToThread, "aiofiles": Aiofiles, "ayafileio": Ayafileio, "aiofile": Aiofile}
 
 
 class Driver:
@@ -350,8 +412,14 @@ class Driver:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lib", choices=sorted(LIBS), required=True)
+    parser.add_argument("--caio", choices=sorted(Aiofile.MODULES),
+                        help="with --lib aiofile: the caio backend (CAIO_IMPL)")
     args = parser.parse_args()
-    asyncio.run(Driver(LIBS[args.lib]()).main())
+    if (args.lib == "aiofile") != (args.caio is not None):
+        parser.error("--caio goes with --lib aiofile, and --lib aiofile needs --caio "
+                     "(uring, linux, thread or python)")
+    lib = Aiofile(args.caio) if args.caio else LIBS[args.lib]()
+    asyncio.run(Driver(lib).main())
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node (the Node driver's tests); the machines come with Node 20, Debian's is 18.
+command -v node >/dev/null || missing+=(nodejs)
 if ((${#missing[@]})); then
   sudo=()
   if [[ $(id -u) != 0 ]]; then

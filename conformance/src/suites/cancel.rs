@@ -200,7 +200,7 @@ async fn one_case<E: Engine>(
     if c.hang {
         ensure(answer != Some(CancelAnswer::Pending), || {
             format!(
-                "the engine declares `cancel` but left the cancelled {} unanswered for {ANSWER_WITHIN:?} while slowfs held it: it ignores cancel",
+                "the engine declares `cancel` but left the cancelled {} unanswered for {ANSWER_WITHIN:?} while slowfs held it: the cancel did not stop it (ignored, or the operation cannot be cancelled once in flight)",
                 if c.write { "write_at" } else { "read_at" }
             )
         })?;

@@ -55,6 +55,6 @@ pub use op::{Op, OpSet};
 pub use parse::{parse_rule, ErrorKind, RuleError};
 pub use plan::{FaultPlan, RuleReport, Verdict};
 pub use profile::{profile, Profile, PROFILES};
-pub use rule::{Action, PathGlob, Rule, Trigger};
+pub use rule::{Action, Corruption, PathGlob, Rule, Trigger};
 pub use throttle::TokenBucket;
 pub use units::{parse_duration, parse_rate, parse_size, DisplayDuration, DisplaySize};

@@ -9,7 +9,7 @@ use std::fmt;
 use crate::delay::{DelayDist, Spike};
 use crate::errno::{errno_from_name, known_errno_names};
 use crate::op::{Op, OpSet};
-use crate::rule::{Action, PathGlob, Rule, Trigger};
+use crate::rule::{Action, Corruption, PathGlob, Rule, Trigger};
 use crate::units::{parse_duration, parse_rate, parse_size};
 
 /// A rule that did not parse: which rule, where in it, and what was expected.
@@ -50,6 +50,15 @@ pub enum ErrorKind {
     },
     /// A key was given twice.
     Repeated(String),
+    /// An action given for operations it cannot apply to (`write corrupt=zero`).
+    WrongOps {
+        /// The action.
+        action: &'static str,
+        /// The operations it works on.
+        applies_to: &'static str,
+        /// How the rule should start.
+        fix: &'static str,
+    },
     /// A modifier that belongs to another action (`burst` without throttle/iops).
     Misplaced {
         /// The modifier.
@@ -74,20 +83,29 @@ impl fmt::Display for ErrorKind {
             ErrorKind::UnknownKey(key) => write!(
                 f,
                 "unknown word '{key}' (expected path=, an action (delay= error= short= \
-                 throttle= iops= hang crash) or a condition (p= after= every= after_bytes=))"
+                 throttle= iops= hang crash corrupt= stale lose) or a condition (p= after= \
+                 every= after_bytes=))"
             ),
             ErrorKind::MissingValue(key) => write!(f, "'{key}' needs a value ({})", example(key)),
             ErrorKind::BadValue { key, reason } => write!(f, "bad value for '{key}': {reason}"),
             ErrorKind::MissingAction => write!(
                 f,
                 "no action (add one of delay=20ms, error=EIO, short=1..512, throttle=4MiB/s, \
-                 iops=100, hang, crash)"
+                 iops=100, hang, crash, corrupt=bitflip:1, stale, lose)"
             ),
             ErrorKind::SecondAction { first } => write!(
                 f,
                 "a rule has one action and this one already has '{first}' (write a second rule)"
             ),
             ErrorKind::Repeated(key) => write!(f, "'{key}' is given twice"),
+            ErrorKind::WrongOps {
+                action,
+                applies_to,
+                fix,
+            } => write!(
+                f,
+                "'{action}' only applies to {applies_to} (start the rule with '{fix}')"
+            ),
             ErrorKind::Misplaced { key, belongs_to } => {
                 write!(f, "'{key}' only goes with {belongs_to}")
             }
@@ -108,6 +126,7 @@ fn example(key: &str) -> &'static str {
         "after_bytes" => "e.g. after_bytes=64MiB",
         "burst" => "e.g. burst=1MiB",
         "spike" => "e.g. spike=0.001:200ms",
+        "corrupt" => "bitflip:N, zero or random, e.g. corrupt=bitflip:1",
         _ => "see `slowfs --help`",
     }
 }
@@ -214,6 +233,8 @@ struct Builder {
     when: Trigger,
     burst: Option<(usize, String)>,
     spike: Option<(usize, Spike)>,
+    /// `drop` / `drop=evict` after `error=` (Linux write-back error semantics).
+    drop: Option<(usize, bool)>,
     seen: Vec<String>,
 }
 
@@ -228,8 +249,8 @@ impl Builder {
             key: key.to_string(),
             reason,
         };
-        // `hang` and `crash` take no value (or, for hang, a timeout).
-        if value.is_none() && !matches!(known_key, "hang" | "crash") {
+        // These take no value (or, for hang, a timeout; for drop, `evict`).
+        if value.is_none() && !matches!(known_key, "hang" | "crash" | "stale" | "lose" | "drop") {
             return Err(ErrorKind::MissingValue(known_key));
         }
         let value = value.unwrap_or("");
@@ -279,6 +300,22 @@ impl Builder {
                 self.spike = Some((0, Spike::parse(value).map_err(bad)?));
                 return Ok(());
             }
+            "drop" => {
+                let evict = match value {
+                    "" => false,
+                    "evict" => true,
+                    other => {
+                        return Err(bad(format!(
+                            "expected drop or drop=evict (also forget the pages), found '{other}'"
+                        )))
+                    }
+                };
+                self.drop = Some((0, evict));
+                return Ok(());
+            }
+            "corrupt" => Action::Corrupt(Corruption::parse(value).map_err(bad)?),
+            "stale" => Action::Stale,
+            "lose" => Action::Lose,
             "delay" => Action::Delay {
                 dist: DelayDist::parse(value).map_err(bad)?,
                 spike: None,
@@ -308,7 +345,8 @@ impl Builder {
                     v => Some(parse_duration(v).map_err(bad)?),
                 },
             },
-            _ => Action::Crash,
+            "crash" => Action::Crash,
+            _ => unreachable!("every canonical key is handled"),
         };
         if let Some(first) = &self.action {
             return Err(ErrorKind::SecondAction {
@@ -335,6 +373,10 @@ impl Builder {
             "iops",
             "hang",
             "crash",
+            "corrupt",
+            "stale",
+            "lose",
+            "drop",
         ]
         .into_iter()
         .find(|k| *k == key)
@@ -383,6 +425,46 @@ impl Builder {
                 }
             }
         }
+        if let Some((offset, evict)) = self.drop {
+            match action {
+                Action::Error(errno) => action = Action::FsyncFail { errno, evict },
+                _ => {
+                    return Err((
+                        offset,
+                        ErrorKind::Misplaced {
+                            key: "drop",
+                            belongs_to: "error= on fsync (e.g. \"fsync error=EIO drop\")",
+                        },
+                    ))
+                }
+            }
+        }
+        let only = |allowed: &[Op]| ops.iter().all(|op| allowed.contains(&op));
+        let wrong = |action, applies_to, fix| {
+            Err((
+                0,
+                ErrorKind::WrongOps {
+                    action,
+                    applies_to,
+                    fix,
+                },
+            ))
+        };
+        match action {
+            Action::Corrupt(_) if !only(&[Op::Read]) => {
+                return wrong("corrupt", "read data", "read corrupt=...")
+            }
+            Action::Stale if !only(&[Op::Read]) => return wrong("stale", "reads", "read stale"),
+            Action::Lose if !only(&[Op::Write]) => return wrong("lose", "writes", "write lose"),
+            Action::FsyncFail { .. } if !only(&[Op::Fsync, Op::Fdatasync]) => {
+                return wrong(
+                    "error= drop",
+                    "fsync and fdatasync",
+                    "fsync,fdatasync error=EIO drop",
+                )
+            }
+            _ => {}
+        }
         Ok(Rule {
             ops,
             path: self.path,
@@ -422,7 +504,11 @@ pub(crate) fn parse_words(text: &str, words: &[(usize, &str)]) -> Result<Rule, R
             Some((key, value)) => (key, Some(value)),
             None => (word, None),
         };
-        let before = (builder.burst.is_some(), builder.spike.is_some());
+        let before = (
+            builder.burst.is_some(),
+            builder.spike.is_some(),
+            builder.drop.is_some(),
+        );
         builder
             .word(key, value)
             .map_err(|kind| error(offset, kind))?;
@@ -435,6 +521,11 @@ pub(crate) fn parse_words(text: &str, words: &[(usize, &str)]) -> Result<Rule, R
         if !before.1 {
             if let Some(spike) = &mut builder.spike {
                 spike.0 = offset;
+            }
+        }
+        if !before.2 {
+            if let Some(drop) = &mut builder.drop {
+                drop.0 = offset;
             }
         }
     }
@@ -466,9 +557,36 @@ mod tests {
             "rename crash after=2",
             "read delay=lognormal(2ms,0.5) spike=0.001:200ms",
             "read,write iops=100 burst=10",
+            "fsync error=EIO drop",
+            "fsync,fdatasync path=*.db error=EIO drop=evict after=1",
+            "read corrupt=bitflip:3 p=0.01",
+            "read path=**/*.bin corrupt=zero",
+            "read corrupt=random every=10",
+            "read stale",
+            "write lose after=5",
         ] {
             let rule = parse_rule(text).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(parse_rule(&rule.to_string()).unwrap(), rule, "{text}");
+        }
+    }
+
+    #[test]
+    fn storage_that_lies_is_refused_where_it_cannot_apply() {
+        for (text, says) in [
+            (
+                "write corrupt=zero",
+                "start the rule with 'read corrupt=...'",
+            ),
+            ("* stale", "'stale' only applies to reads"),
+            ("read,write lose", "start the rule with 'write lose'"),
+            ("write error=EIO drop", "fsync,fdatasync error=EIO drop"),
+            ("fsync delay=1ms drop", "'drop' only goes with error="),
+            ("fsync error=EIO drop=now", "drop=evict"),
+            ("read corrupt=bitflip:0", "from 1 to 4096"),
+            ("read corrupt=shred", "expected bitflip:N, zero or random"),
+        ] {
+            let err = parse_rule(text).unwrap_err().to_string();
+            assert!(err.contains(says), "{text}: {err}");
         }
     }
 

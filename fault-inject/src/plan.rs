@@ -24,6 +24,15 @@ pub struct Verdict {
     pub short_to: Option<u64>,
     /// Crash (power loss) at this request.
     pub crash: bool,
+    /// Fail an fsync with write-back error semantics: the errno, and whether
+    /// the dropped pages are evicted too (`Action::FsyncFail`).
+    pub fsync_fail: Option<(i32, bool)>,
+    /// Corrupt one sector of the read data, drawn from this seed.
+    pub corrupt: Option<(crate::Corruption, u64)>,
+    /// Read the durable content instead of the latest.
+    pub stale: bool,
+    /// Acknowledge the write without applying it.
+    pub lose: bool,
     /// Ids of the rules that fired.
     pub fired: Vec<u64>,
 }
@@ -270,6 +279,14 @@ impl FaultPlan {
                     });
                 }
                 Action::Crash => verdict.crash = true,
+                Action::FsyncFail { errno, evict } => {
+                    verdict.fsync_fail.get_or_insert((*errno, *evict));
+                }
+                Action::Corrupt(how) => {
+                    verdict.corrupt.get_or_insert((*how, rng.gen()));
+                }
+                Action::Stale => verdict.stale = true,
+                Action::Lose => verdict.lose = true,
             }
         }
         verdict

@@ -76,6 +76,103 @@ pub enum Action {
     },
     /// Power loss at this request: everything not yet durable is gone.
     Crash,
+    /// A failed fsync with Linux's write-back error semantics (`fsync error=EIO
+    /// drop`): when the file has data not yet durable, the fsync fails with
+    /// `errno`, that data is dropped from what a crash can keep (the kernel marks
+    /// the pages clean), every other open file description of the file reports
+    /// the error once at its next fsync (errseq), and a retried fsync succeeds.
+    /// With nothing to write back the fsync succeeds. Needs the crash model.
+    FsyncFail {
+        /// The errno the failing fsync returns.
+        errno: i32,
+        /// `drop=evict`: the pages are evicted too, so later reads see the
+        /// durable content instead of the dropped writes.
+        evict: bool,
+    },
+    /// Silent corruption of read data (`read corrupt=bitflip:N|zero|random`): one
+    /// 512-byte sector of what a read returns, chosen and filled from the rule's
+    /// seeded RNG; the backing file never changes.
+    Corrupt(Corruption),
+    /// A read returns the durable content (what a crash now would keep) instead
+    /// of the latest writes (`read stale`). Needs the crash model.
+    Stale,
+    /// A write is acknowledged in full and never applied (`write lose`).
+    Lose,
+}
+
+/// How `corrupt=` damages a sector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Corruption {
+    /// Flip this many bits (`bitflip:N`, at least one).
+    BitFlip(u32),
+    /// All zeros (`zero`): a sector that was never written, or lost.
+    Zero,
+    /// Random bytes (`random`): garbage from a bad controller or a misdirected write.
+    Random,
+}
+
+/// The sector size corruption works in.
+pub const SECTOR: u64 = 512;
+
+impl fmt::Display for Corruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Corruption::BitFlip(n) => write!(f, "bitflip:{n}"),
+            Corruption::Zero => write!(f, "zero"),
+            Corruption::Random => write!(f, "random"),
+        }
+    }
+}
+
+impl Corruption {
+    /// Parses `bitflip:N`, `bitflip` (one bit), `zero` or `random`.
+    pub fn parse(text: &str) -> Result<Corruption, String> {
+        let expected = "expected bitflip:N, zero or random";
+        match text.split_once(':') {
+            None if text == "zero" => Ok(Corruption::Zero),
+            None if text == "random" => Ok(Corruption::Random),
+            None if text == "bitflip" => Ok(Corruption::BitFlip(1)),
+            Some(("bitflip", n)) => match n.parse::<u32>() {
+                Ok(n) if (1..=SECTOR as u32 * 8).contains(&n) => Ok(Corruption::BitFlip(n)),
+                _ => Err(format!(
+                    "bitflip needs a count of bits from 1 to {} (one sector), found '{n}'",
+                    SECTOR * 8
+                )),
+            },
+            _ => Err(format!("unknown corruption '{text}' ({expected})")),
+        }
+    }
+
+    /// Damages one sector of `data`, which starts at file offset `offset`: the
+    /// sector and its damage are drawn from `seed`, so a seed reproduces them.
+    pub fn apply(self, data: &mut [u8], offset: u64, seed: u64) {
+        use rand::{Rng, SeedableRng};
+        if data.is_empty() {
+            return;
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        // Whole file sectors overlapping the data; pick one.
+        let first = offset / SECTOR;
+        let last = (offset + data.len() as u64 - 1) / SECTOR;
+        let sector = rng.gen_range(first..=last);
+        let start = (sector * SECTOR).saturating_sub(offset) as usize;
+        let end = (((sector + 1) * SECTOR - offset) as usize).min(data.len());
+        let span = &mut data[start..end];
+        match self {
+            Corruption::Zero => span.fill(0),
+            Corruption::Random => rng.fill(span),
+            Corruption::BitFlip(n) => {
+                let bits = span.len() * 8;
+                let mut flipped = std::collections::BTreeSet::new();
+                while flipped.len() < (n as usize).min(bits) {
+                    flipped.insert(rng.gen_range(0..bits));
+                }
+                for bit in flipped {
+                    span[bit / 8] ^= 1 << (bit % 8);
+                }
+            }
+        }
+    }
 }
 
 impl Action {
@@ -89,7 +186,20 @@ impl Action {
             Action::Iops { .. } => "iops",
             Action::Hang { .. } => "hang",
             Action::Crash => "crash",
+            Action::FsyncFail { .. } => "error",
+            Action::Corrupt(_) => "corrupt",
+            Action::Stale => "stale",
+            Action::Lose => "lose",
         }
+    }
+
+    /// Whether the action works on the durability model, so the mount needs
+    /// `--crash-model strict`.
+    pub fn needs_crash_model(&self) -> bool {
+        matches!(
+            self,
+            Action::Crash | Action::Stale | Action::FsyncFail { .. }
+        )
     }
 
     /// Whether the action changes what a caller observes of a request.
@@ -180,6 +290,15 @@ impl fmt::Display for Rule {
             Action::Hang { timeout: None } => write!(f, " hang")?,
             Action::Hang { timeout: Some(t) } => write!(f, " hang={}", DisplayDuration(*t))?,
             Action::Crash => write!(f, " crash")?,
+            Action::FsyncFail { errno, evict } => {
+                write!(f, " error={} drop", errno_name(*errno))?;
+                if *evict {
+                    write!(f, "=evict")?;
+                }
+            }
+            Action::Corrupt(how) => write!(f, " corrupt={how}")?,
+            Action::Stale => write!(f, " stale")?,
+            Action::Lose => write!(f, " lose")?,
         }
         let Trigger {
             p,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use fault_inject::{parse_rule, Action};
+use fault_inject::parse_rule;
 use serde::{Deserialize, Serialize};
 
 use crate::fs::Inner;
@@ -369,11 +369,12 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
         }
         Command::Set { rule } => match parse_rule(&rule) {
             Ok(rule)
-                if matches!(rule.action, Action::Crash) && inner.durability_report().is_none() =>
+                if rule.action.needs_crash_model() && inner.durability_report().is_none() =>
             {
-                Response::fail(
-                    "crash rules need a mount started with a crash model (--crash-model strict)",
-                )
+                Response::fail(format!(
+                    "`{}` rules work on what is durable: they need a mount started with a crash model (--crash-model strict)",
+                    rule.action.keyword()
+                ))
             }
             Ok(rule) => {
                 let text = rule.to_string();

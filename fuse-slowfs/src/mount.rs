@@ -7,7 +7,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fault_inject::{Action, FaultPlan, FaultSpec};
+use fault_inject::{FaultPlan, FaultSpec};
 use fuser::{Config, MountOption, SessionACL};
 
 use crate::control::{default_socket, ControlServer, Served};
@@ -111,12 +111,14 @@ impl Mount {
             .spec
             .rules
             .iter()
-            .find(|r| matches!(r.action, Action::Crash))
+            .find(|r| r.action.needs_crash_model())
             .filter(|_| config.crash_model == CrashModel::None)
         {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("rule \"{rule}\" crashes the mount, which needs a crash model (--crash-model strict)"),
+                format!(
+                    "rule \"{rule}\" works on what is durable, which needs a crash model (add --crash-model strict)"
+                ),
             ));
         }
         let mountpoint = config.mountpoint.canonicalize()?;

@@ -45,7 +45,7 @@ pub struct DurabilityReport {
 }
 
 impl Inner {
-    fn current_log(&self, crash: &CrashState) -> Log {
+    pub(super) fn current_log(&self, crash: &CrashState) -> Log {
         let mut log = Log::new(crash.initial.lock().unwrap().clone());
         for op in self.recorded() {
             log.push(op);

@@ -651,12 +651,13 @@ impl Filesystem for SlowFs {
             Ask::new(req, Op::Read, &path).moving(size as u64),
             &[],
             reply,
-            move |inner, done, short, _| {
-                let len = short.map_or(size as usize, |s| s as usize);
+            move |inner, done, twist, _| {
+                let len = twist.short_to.map_or(size as usize, |s| s as usize);
                 let result = inner
                     .handles
                     .get(fh)
-                    .and_then(|h| sys::pread(h.raw(), len, offset));
+                    .and_then(|h| sys::pread(h.raw(), len, offset))
+                    .map(|data| twist.reading(inner, ino.0, offset, data));
                 done.respond_moved(
                     inner,
                     result,
@@ -688,10 +689,14 @@ impl Filesystem for SlowFs {
             Ask::new(req, Op::Write, &path).moving(len),
             data,
             reply,
-            move |inner, done, short, data| {
-                let data = &data[..short.map_or(data.len(), |s| s as usize)];
+            move |inner, done, twist, data| {
+                let data = &data[..twist.short_to.map_or(data.len(), |s| s as usize)];
                 let mut dropped = false;
                 let result = inner.handles.get(fh).and_then(|h| {
+                    if twist.lose {
+                        // Acknowledged, never applied (nor recorded).
+                        return Ok(data.len());
+                    }
                     if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
                         dropped = sys::drop_privileges(h.raw())?;
                     }
@@ -1202,8 +1207,8 @@ impl Filesystem for SlowFs {
             Ask::new(req, Op::CopyFileRange, &path).moving(len),
             &[],
             reply,
-            move |inner, done, short, _| {
-                let len = short.unwrap_or(len) as usize;
+            move |inner, done, twist, _| {
+                let len = twist.short_to.unwrap_or(len) as usize;
                 let result = (|| {
                     let (src, dst) = (inner.handles.get(fh_in)?, inner.handles.get(fh_out)?);
                     let (mut off_in, mut off_out) = (offset_in as i64, offset_out as i64);
@@ -1389,8 +1394,13 @@ impl SlowFs {
             Ask::new(req, op, &path),
             &[],
             reply,
-            move |inner, done, _, _| {
+            move |inner, done, twist, _| {
                 let result = inner.handles.get(fh).and_then(|h| {
+                    if let Some((errno, evict)) = twist.fsync_fail {
+                        if let Some(errno) = inner.fail_write_back(ino.0, fh.0, errno, evict) {
+                            return Err(errno);
+                        }
+                    }
                     // SAFETY: plain syscalls on an fd we own.
                     check(unsafe {
                         if datasync {
@@ -1407,6 +1417,13 @@ impl SlowFs {
                             LogOp::Fsync { node }
                         })
                     });
+                    // errseq: a write-back error another description hit is
+                    // reported once here, after this fsync's own write-back.
+                    if h.unreported_write_back_error
+                        .swap(false, std::sync::atomic::Ordering::SeqCst)
+                    {
+                        return Err(Errno::EIO);
+                    }
                     Ok(())
                 });
                 done.respond(inner, result, |r, ()| {

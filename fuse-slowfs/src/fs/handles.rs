@@ -25,6 +25,9 @@ pub struct Handle {
     pub listing: Mutex<Listing>,
     /// Opened before a crash: every operation on it fails with EIO.
     pub stale: std::sync::atomic::AtomicBool,
+    /// A write-back error of the file that this open file description has not
+    /// reported yet (errseq): its next fsync fails once.
+    pub unreported_write_back_error: std::sync::atomic::AtomicBool,
     /// For a file opened in kernel passthrough: its backing id (shared per inode).
     pub backing: Option<Arc<fuser::BackingId>>,
 }
@@ -51,6 +54,7 @@ impl Handles {
             fd,
             listing: Mutex::default(),
             stale: Default::default(),
+            unreported_write_back_error: Default::default(),
             backing,
         });
         self.map.lock().unwrap().insert(fh, handle);
@@ -76,6 +80,24 @@ impl Handles {
     pub fn stale_all(&self) {
         for handle in self.map.lock().unwrap().values() {
             handle.stale.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// A write-back error hit the file `(dev, ino)`: every other handle open on
+    /// it reports the error at its next fsync.
+    pub fn flag_write_back_error(&self, except: u64, file: (u64, u64)) {
+        for (fh, handle) in self.map.lock().unwrap().iter() {
+            if *fh == except {
+                continue;
+            }
+            let Ok(st) = super::sys::stat_fd(handle.raw()) else {
+                continue;
+            };
+            if (st.st_dev, st.st_ino) == file {
+                handle
+                    .unreported_write_back_error
+                    .store(true, Ordering::SeqCst);
+            }
         }
     }
 

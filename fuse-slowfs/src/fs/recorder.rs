@@ -85,6 +85,35 @@ impl Recorder {
         state.ids.clear();
     }
 
+    /// The log id of a node named by its backing inode number.
+    pub fn id_of(&self, backing: NodeId) -> NodeId {
+        let state = self.state.lock().unwrap();
+        state.ids.get(&backing).copied().unwrap_or(backing)
+    }
+
+    /// A failed write-back of a file (backing inode number): its writes and
+    /// truncations since its last fsync (or sync) leave the log, so no crash
+    /// state and no later fsync can make them durable. Returns how many went.
+    pub fn drop_unsynced(&self, backing: NodeId) -> usize {
+        let mut state = self.state.lock().unwrap();
+        let id = state.ids.get(&backing).copied().unwrap_or(backing);
+        let since = state
+            .ops
+            .iter()
+            .rposition(|op| {
+                matches!(op, LogOp::Fsync { node } if *node == id) || *op == LogOp::Sync
+            })
+            .map_or(0, |i| i + 1);
+        let before = state.ops.len();
+        let mut at = 0;
+        state.ops.retain(|op| {
+            at += 1;
+            at <= since
+                || !matches!(op, LogOp::Write { node, .. } | LogOp::SetLen { node, .. } if *node == id)
+        });
+        before - state.ops.len()
+    }
+
     /// Everything recorded so far.
     pub fn ops(&self) -> Vec<LogOp> {
         self.state.lock().unwrap().ops.clone()

@@ -1,0 +1,219 @@
+//! Storage that lies, on real mounts: fsync failures with Linux's write-back
+//! error semantics, corrupt and stale reads, lost writes. Each test shows both
+//! sides: what the fault does to a caller that trusts the storage, and that a
+//! caller who checks catches it.
+
+mod common;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+
+use common::TestMount;
+use slowfs::CrashModel;
+
+fn strict(rules: &[&str]) -> TestMount {
+    TestMount::with(rules, |c| c.crash_model = CrashModel::Strict)
+}
+
+fn sync_dir(path: &std::path::Path) {
+    File::open(path).unwrap().sync_all().unwrap();
+}
+
+fn rw(path: &std::path::Path) -> File {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .unwrap()
+}
+
+/// fsyncgate: the failed fsync reports EIO, the retry succeeds, and the data
+/// the retry "made durable" is gone after a crash.
+#[test]
+fn a_failed_fsync_drops_the_data_and_the_retry_lies() {
+    let m = strict(&["fsync path=db error=EIO drop after=1"]);
+    let mut db = rw(&m.path("db"));
+    db.write_all(b"first ").unwrap();
+    db.sync_all().unwrap(); // the rule skips the first fsync
+    sync_dir(&m.path(""));
+    db.write_all(b"second").unwrap();
+    let err = db.sync_all().unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO));
+    // The pages are clean now: the retry has nothing to write and succeeds.
+    db.sync_all()
+        .expect("a retried fsync succeeds, as on Linux");
+    assert_eq!(
+        fs::read(m.path("db")).unwrap(),
+        b"first second",
+        "without drop=evict the cache still shows the lost write"
+    );
+    assert!(m.mount().crash());
+    assert_eq!(
+        fs::read(m.path("db")).unwrap(),
+        b"first ",
+        "the write whose fsync failed must not survive a crash"
+    );
+}
+
+/// With nothing to write back, a drop rule's fsync succeeds (no error without I/O).
+#[test]
+fn a_drop_rule_fails_only_fsyncs_with_dirty_data() {
+    let m = strict(&["fsync error=EIO drop"]);
+    let f = rw(&m.path("clean"));
+    f.sync_all()
+        .expect("an fsync with nothing to write back succeeds");
+    f.write_at(b"dirty", 0).unwrap();
+    assert_eq!(f.sync_all().unwrap_err().raw_os_error(), Some(libc::EIO));
+    f.sync_all().expect("retry: nothing dirty any more");
+}
+
+/// errseq: each open file description reports the write-back error once, even
+/// one that wrote nothing; the description that saw it already does not again.
+#[test]
+fn the_error_is_reported_once_per_open_file_description() {
+    let m = strict(&["fsync path=shared error=EIO drop"]);
+    let writer = rw(&m.path("shared"));
+    let other = File::open(m.path("shared")).unwrap();
+    let third = File::open(m.path("shared")).unwrap();
+    writer.write_at(b"doomed", 0).unwrap();
+    assert_eq!(
+        writer.sync_all().unwrap_err().raw_os_error(),
+        Some(libc::EIO)
+    );
+    assert_eq!(
+        other.sync_all().unwrap_err().raw_os_error(),
+        Some(libc::EIO)
+    );
+    other.sync_all().expect("reported once to this description");
+    assert_eq!(
+        third.sync_all().unwrap_err().raw_os_error(),
+        Some(libc::EIO)
+    );
+    writer.sync_all().expect("the writer saw it already");
+    let late = File::open(m.path("shared")).unwrap();
+    late.sync_all()
+        .expect("a description opened after the error never sees it");
+}
+
+/// drop=evict: the dropped pages leave the cache, so reads show the durable content.
+#[test]
+fn drop_evict_makes_reads_show_the_durable_content() {
+    let m = strict(&["fsync path=evicted error=EIO drop=evict after=1"]);
+    let f = rw(&m.path("evicted"));
+    f.write_at(b"durable", 0).unwrap();
+    f.sync_all().unwrap();
+    sync_dir(&m.path(""));
+    f.write_at(b"DOOMED!", 0).unwrap();
+    assert!(f.sync_all().is_err());
+    assert_eq!(fs::read(m.path("evicted")).unwrap(), b"durable");
+    assert_eq!(fs::read(m.backing("evicted")).unwrap(), b"durable");
+}
+
+/// A drop rule needs the crash model, and says so.
+#[test]
+fn lies_about_durability_need_the_crash_model() {
+    let base = tempfile::tempdir().unwrap();
+    let (backing, mountpoint) = (base.path().join("b"), base.path().join("m"));
+    fs::create_dir(&backing).unwrap();
+    fs::create_dir(&mountpoint).unwrap();
+    let mut config = slowfs::MountConfig::new(&backing, &mountpoint);
+    config
+        .spec
+        .add_rule("test", "fsync error=EIO drop")
+        .unwrap();
+    let err = slowfs::Mount::start(config).unwrap_err().to_string();
+    assert!(err.contains("--crash-model strict"), "{err}");
+}
+
+fn checksum(data: &[u8]) -> u64 {
+    // FNV-1a: enough to notice a flipped bit.
+    data.iter().fold(0xcbf29ce484222325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
+    })
+}
+
+/// A reader that trusts the disk gets corrupted bytes; one that checks a
+/// checksum catches it. The backing file never changes, and the seed
+/// reproduces the damage.
+#[test]
+fn corrupt_reads_fool_a_trusting_reader_and_a_checksum_catches_them() {
+    for (how, flipped_bits) in [("bitflip:3", Some(3)), ("zero", None), ("random", None)] {
+        let m = TestMount::new(&[&format!("read path=blob corrupt={how}")]);
+        let original: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8 + 1).collect();
+        fs::write(m.backing("blob"), &original).unwrap();
+        let stored_sum = checksum(&original);
+        let read = fs::read(m.path("blob")).unwrap();
+        assert_eq!(read.len(), original.len());
+        assert_ne!(
+            read, original,
+            "{how}: the trusting reader got corrupted data"
+        );
+        assert_ne!(
+            checksum(&read),
+            stored_sum,
+            "{how}: the checksum catches it"
+        );
+        let differing: Vec<usize> = (0..read.len())
+            .filter(|&i| read[i] != original[i])
+            .collect();
+        let (first, last) = (differing[0], *differing.last().unwrap());
+        assert_eq!(
+            first / 512,
+            last / 512,
+            "{how}: the damage stays in one sector"
+        );
+        if let Some(bits) = flipped_bits {
+            let flipped: u32 = differing
+                .iter()
+                .map(|&i| (read[i] ^ original[i]).count_ones())
+                .sum();
+            assert_eq!(flipped, bits, "{how}");
+        }
+        assert_eq!(
+            fs::read(m.backing("blob")).unwrap(),
+            original,
+            "{how}: backing unchanged"
+        );
+    }
+    // The same seed damages the same sector the same way.
+    let damage = || {
+        let m = TestMount::new(&["read path=blob corrupt=bitflip:1"]);
+        fs::write(m.backing("blob"), vec![0u8; 65536]).unwrap();
+        fs::read(m.path("blob")).unwrap()
+    };
+    assert_eq!(damage(), damage());
+}
+
+/// A lost write is acknowledged and never lands: only reading back catches it.
+#[test]
+fn a_lost_write_is_acknowledged_and_never_lands() {
+    let m = TestMount::new(&["write path=ledger lose after=1"]);
+    let f = rw(&m.path("ledger"));
+    assert_eq!(f.write_at(b"entry 1;", 0).unwrap(), 8);
+    assert_eq!(
+        f.write_at(b"entry 2;", 8).unwrap(),
+        8,
+        "acknowledged in full"
+    );
+    f.sync_all().unwrap();
+    assert_eq!(fs::read(m.path("ledger")).unwrap(), b"entry 1;");
+    assert_eq!(fs::read(m.backing("ledger")).unwrap(), b"entry 1;");
+}
+
+/// A stale read returns what is durable, not the latest write.
+#[test]
+fn a_stale_read_returns_the_durable_content() {
+    let m = strict(&["read path=config stale"]);
+    let f = rw(&m.path("config"));
+    f.write_at(b"version=1", 0).unwrap();
+    f.sync_all().unwrap();
+    sync_dir(&m.path(""));
+    f.write_at(b"version=2", 0).unwrap();
+    assert_eq!(fs::read(m.path("config")).unwrap(), b"version=1");
+    assert_eq!(fs::read(m.backing("config")).unwrap(), b"version=2");
+    f.sync_all().unwrap();
+    assert_eq!(fs::read(m.path("config")).unwrap(), b"version=2");
+}

@@ -27,6 +27,9 @@ pub enum Defect {
     SkipsDirFsync,
     /// `fsync`/`fdatasync` return success without syncing.
     SkipsFsync,
+    /// A failed `fsync` is retried until it succeeds (PostgreSQL before 2018):
+    /// on Linux the retry succeeds and the data is gone.
+    RetriesFsync,
 }
 
 impl Defect {
@@ -38,6 +41,7 @@ impl Defect {
         Defect::TouchesBufferAfterCancel,
         Defect::SkipsDirFsync,
         Defect::SkipsFsync,
+        Defect::RetriesFsync,
     ];
 
     /// The control's engine name.
@@ -49,6 +53,7 @@ impl Defect {
             Defect::TouchesBufferAfterCancel => "broken:touches-buffer-after-cancel",
             Defect::SkipsDirFsync => "broken:skips-dir-fsync",
             Defect::SkipsFsync => "broken:skips-fsync",
+            Defect::RetriesFsync => "broken:retries-fsync",
         }
     }
 
@@ -61,6 +66,7 @@ impl Defect {
             Defect::TouchesBufferAfterCancel => crate::Suite::Cancel,
             Defect::SkipsDirFsync => crate::Suite::AtomicReplace,
             Defect::SkipsFsync => crate::Suite::Durability,
+            Defect::RetriesFsync => crate::Suite::Errors,
         }
     }
 }
@@ -182,10 +188,14 @@ impl<F: EngineFile> EngineFile for BrokenFile<F> {
     }
 
     async fn fsync(&self) -> io::Result<()> {
-        if self.defect == Defect::SkipsFsync {
-            return Ok(());
+        match self.defect {
+            Defect::SkipsFsync => Ok(()),
+            Defect::RetriesFsync => match self.inner.fsync().await {
+                Err(_) => self.inner.fsync().await,
+                ok => ok,
+            },
+            _ => self.inner.fsync().await,
         }
-        self.inner.fsync().await
     }
 
     async fn fdatasync(&self) -> io::Result<()> {

@@ -1,6 +1,11 @@
 //! `errors`: injected errnos reach the caller of the operation that hit them, and
 //! a write is never claimed durable when its data did not land: after a
 //! successful `fsync`, every byte a `write_at` reported written is in the file.
+//!
+//! And an fsync that fails the way Linux fails one (`fsync error=EIO drop`: the
+//! unsynced data is dropped, a retried fsync succeeds) must reach the caller: an
+//! engine that retries it and reports success has told its caller that data is
+//! durable which a crash then loses — the suite crashes the mount to show it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -40,6 +45,19 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
         Ok(m) => m,
         Err(outcome) => return outcome,
     };
+    // Write-back failures need the crash model: a second, strict mount.
+    let strict = match harness::mount::SlowMount::strict(config.seed, &[]) {
+        Ok(m) => m,
+        Err(e) => {
+            return crate::outcome(
+                crate::Verdict::Fail {
+                    reason: format!("cannot mount slowfs with the crash model: {e}"),
+                    trace: String::new(),
+                },
+                0,
+            )
+        }
+    };
     let rt = crate::runtime();
     let case = AtomicU64::new(0);
     check(
@@ -51,7 +69,7 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
         ),
         |(errno, writes)| {
             format!(
-                "  {} on write/read/fsync; then writes {writes:?} with 30% ENOSPC, fsync",
+                "  {} on write/read/fsync; then writes {writes:?} with 30% ENOSPC, fsync; then write, fsync, write, fsync failing with write-back semantics (EIO, data dropped), crash",
                 ERRNOS[*errno].0
             )
         },
@@ -82,6 +100,7 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
                         claimed.push((offset, written, byte));
                     }
                 }
+                fsync_failure(&*engine, &strict, n).await?;
                 if file.fsync().await.is_ok() {
                     let landed = std::fs::read(mount.backing_path(&path)).map_err(|e| e.to_string())?;
                     // Later writes may overwrite earlier ones: check newest first.
@@ -102,4 +121,53 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
             })
         },
     )
+}
+
+/// A write-back failure on the second fsync of a file: the engine must report
+/// it, and a crash afterwards shows what a success would have hidden.
+async fn fsync_failure<E: Engine>(
+    engine: &E,
+    mount: &harness::mount::SlowMount,
+    n: u64,
+) -> Result<(), String> {
+    let name = format!("fsf-{n}");
+    let rule = mount
+        .set(&format!(
+            "fsync,fdatasync path={name} error=EIO drop after=1"
+        ))
+        .map_err(|e| e.to_string())?;
+    let result = async {
+        let file = engine
+            .open(&mount.path(&name), &OpenOptions::read_write_create())
+            .await
+            .map_err(|e| e.to_string())?;
+        file.write_all_at(b"durable;".to_vec(), 0)
+            .await
+            .0
+            .map_err(|e| e.to_string())?;
+        file.fsync().await.map_err(|e| format!("first fsync: {e}"))?;
+        engine
+            .sync_dir(&mount.path(""))
+            .await
+            .map_err(|e| e.to_string())?;
+        file.write_all_at(b"dropped!".to_vec(), 8)
+            .await
+            .0
+            .map_err(|e| e.to_string())?;
+        let reported = file.fsync().await;
+        let _ = file.close().await;
+        if reported.is_ok() {
+            mount.crash();
+            let after = std::fs::read(mount.path(&name)).unwrap_or_default();
+            return Err(format!(
+                "fsync failed with a write-back error (EIO, the data dropped as Linux drops it),                  yet the engine reported success; after a crash the file holds {:?}, not the                  {:?} the caller was told is durable",
+                String::from_utf8_lossy(&after),
+                "durable;dropped!"
+            ));
+        }
+        Ok(())
+    }
+    .await;
+    mount.clear(Some(rule));
+    result
 }

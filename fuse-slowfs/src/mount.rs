@@ -111,7 +111,12 @@ impl Mount {
             .spec
             .rules
             .iter()
-            .find(|r| r.action.needs_crash_model())
+            .find(|r| {
+                // A recording mount has the log a write-back failure drops from.
+                r.action.needs_crash_model()
+                    && !(config.record
+                        && matches!(r.action, fault_inject::Action::FsyncFail { .. }))
+            })
             .filter(|_| config.crash_model == CrashModel::None)
         {
             return Err(io::Error::new(

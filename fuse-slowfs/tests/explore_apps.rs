@@ -124,3 +124,48 @@ fn leveldb_loses_its_manifest() {
     assert!(found > 0);
     assert!(out.contains("MANIFEST"), "{out}");
 }
+
+/// `--fsync-fails`: an export that retries a failed fsync (the retry succeeds,
+/// the data is gone) is caught; one that treats the failure as fatal and keeps
+/// the old file passes.
+#[test]
+fn fsync_fails_catches_an_export_that_retries_fsync() {
+    let check = format!("python3 {}", app("export_check.py"));
+    let save = app("export_save.py");
+    let run = |mode: &str| {
+        let logs = tempfile::tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+            .args(["explore", "--fsync-fails", "--log-dir"])
+            .arg(logs.path())
+            .args([
+                "--check",
+                &check,
+                "--",
+                "python3",
+                &save,
+                "--on-fsync-error",
+                mode,
+            ])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        println!("{mode}:\n{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        let failing_runs = stdout.matches("== fsync #").count();
+        let violations: usize = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("fsync-fails violations: "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no --fsync-fails summary: {stdout}"));
+        (out.status.code(), failing_runs, violations, stdout)
+    };
+    let (code, runs, violations, stdout) = run("retry");
+    assert_eq!(runs, 2, "one run per fsync of the export");
+    assert!(violations > 0, "the retrying export must be caught");
+    assert!(
+        stdout.contains("report.json is not a whole export"),
+        "{stdout}"
+    );
+    assert_eq!(code, Some(1));
+    let (code, runs, violations, _) = run("fatal");
+    assert_eq!((runs, violations, code), (2, 0, Some(0)));
+}

@@ -61,37 +61,17 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     };
     let initial = scan(&backing)
         .with_context(|| format!("reading the initial state of {}", backing.display()))?;
-    let mountpoint = tempfile::Builder::new().prefix("slowfs-mnt-").tempdir()?;
-    let mut config = MountConfig::new(&backing, mountpoint.path());
-    config.record = true;
-    config.control = None;
-    let mount = Mount::start(config)?;
-    eprintln!(
-        "slowfs explore: running the workload on a recording mount at {}",
-        mount.mountpoint().display()
-    );
-    let status = run_workload(&args.workload, &mount, &workload_pid);
-    workload_pid.store(0, Ordering::SeqCst);
-    let ops = mount.recorded();
-    mount.unmount().context("unmounting the recording mount")?;
-    let status =
-        status.with_context(|| format!("cannot start the workload {:?}", args.workload[0]))?;
-    if !status.success() {
-        eprintln!("slowfs explore: the workload failed ({status}); no crash states were checked");
+    let first = record(&args.workload, &backing, None, &workload_pid)?;
+    if !first.status.success() {
+        eprintln!(
+            "slowfs explore: the workload failed ({}); no crash states were checked",
+            first.status
+        );
         return Ok(ExitCode::from(2));
     }
-    let mut log = Log::new(initial);
-    for op in ops {
-        log.push(op);
-    }
+    let log = first.log;
     let log_dir = args.log_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let saved = tempfile::Builder::new()
-        .prefix("slowfs-explore-log-")
-        .suffix(".json")
-        .tempfile_in(&log_dir)
-        .with_context(|| format!("saving the log in {}", log_dir.display()))?;
-    serde_json::to_writer(saved.as_file(), &log)?;
-    let (_, saved_path) = saved.keep().context("keeping the log")?;
+    let saved_path = save_log(&log, &log_dir)?;
 
     let mut config = ExploreConfig::new(args.check.clone());
     config.max_states = args.max_states;
@@ -135,8 +115,12 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
         println!("\nevery violation: {}", path.display());
     }
-    Ok(if result.violations.is_empty() {
-        if result.cut == Some(Cut::Interrupted) {
+    let mut violations = result.violations.len();
+    if args.fsync_fails && result.cut != Some(Cut::Interrupted) {
+        violations += explore_fsync_failures(&args, &log, &initial, &config, &workload_pid)?;
+    }
+    Ok(if violations == 0 {
+        if stop.load(Ordering::SeqCst) {
             ExitCode::from(130)
         } else {
             ExitCode::SUCCESS
@@ -144,6 +128,133 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// One recorded run of the workload.
+struct Recorded {
+    log: Log,
+    status: std::process::ExitStatus,
+}
+
+/// Runs the workload once on a recording mount over `backing` (with `rule`, if
+/// any) and returns its log over the backing's state before the run.
+fn record(
+    workload: &[std::ffi::OsString],
+    backing: &Path,
+    rule: Option<&str>,
+    workload_pid: &AtomicI32,
+) -> anyhow::Result<Recorded> {
+    let initial = scan(backing)
+        .with_context(|| format!("reading the initial state of {}", backing.display()))?;
+    let mountpoint = tempfile::Builder::new().prefix("slowfs-mnt-").tempdir()?;
+    let mut config = MountConfig::new(backing, mountpoint.path());
+    config.record = true;
+    config.control = None;
+    if let Some(rule) = rule {
+        config.spec.add_rule("--fsync-fails", rule)?;
+    }
+    let mount = Mount::start(config)?;
+    eprintln!(
+        "slowfs explore: running the workload on a recording mount at {}{}",
+        mount.mountpoint().display(),
+        rule.map(|r| format!(" with \"{r}\"")).unwrap_or_default()
+    );
+    let status = run_workload(workload, &mount, workload_pid);
+    workload_pid.store(0, Ordering::SeqCst);
+    let ops = mount.recorded();
+    mount.unmount().context("unmounting the recording mount")?;
+    let status = status.with_context(|| format!("cannot start the workload {:?}", workload[0]))?;
+    let mut log = Log::new(initial);
+    for op in ops {
+        log.push(op);
+    }
+    Ok(Recorded { log, status })
+}
+
+/// Saves a log where `--replay` can read it; returns its path.
+fn save_log(log: &Log, dir: &Path) -> anyhow::Result<PathBuf> {
+    let saved = tempfile::Builder::new()
+        .prefix("slowfs-explore-log-")
+        .suffix(".json")
+        .tempfile_in(dir)
+        .with_context(|| format!("saving the log in {}", dir.display()))?;
+    serde_json::to_writer(saved.as_file(), log)?;
+    let (_, path) = saved.keep().context("keeping the log")?;
+    Ok(path)
+}
+
+/// `--fsync-fails`: runs the workload again once per fsync of the first run,
+/// from the same initial state, with that fsync failing as Linux fails one
+/// (EIO; the file's unsynced data dropped; a retry succeeds), and checks each
+/// run's crash states within what is left of the budget. Returns the violations.
+fn explore_fsync_failures(
+    args: &ExploreArgs,
+    first: &Log,
+    initial: &fault_inject::durability::Tree,
+    config: &ExploreConfig,
+    workload_pid: &AtomicI32,
+) -> anyhow::Result<usize> {
+    let fsyncs = first
+        .ops()
+        .iter()
+        .filter(|op| matches!(op, LogOp::Fsync { .. }))
+        .count();
+    println!(
+        "\n--fsync-fails: the workload fsynced files {fsyncs} time(s); running it again with each \
+         fsync failing in turn (EIO, the file's unsynced data dropped, a retry succeeds)"
+    );
+    let start = std::time::Instant::now();
+    let log_dir = args.log_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let mut states_left = config.max_states;
+    let mut violations = 0;
+    for i in 0..fsyncs {
+        let time_left = config
+            .time_budget
+            .map(|t| t.saturating_sub(start.elapsed()));
+        if states_left == 0 || time_left.is_some_and(|t| t.is_zero()) {
+            println!("--fsync-fails: budget spent after {i} of {fsyncs} failing fsyncs");
+            break;
+        }
+        if config.stop.load(Ordering::SeqCst) {
+            println!("--fsync-fails: interrupted after {i} of {fsyncs} failing fsyncs");
+            break;
+        }
+        let scratch = tempfile::Builder::new()
+            .prefix("slowfs-explore-")
+            .tempdir()?;
+        let backing = scratch.path().join("backing");
+        materialize(initial, &backing)?;
+        let rule = format!("fsync,fdatasync error=EIO drop after={i}");
+        let run = record(&args.workload, &backing, Some(&rule), workload_pid)?;
+        let saved = save_log(&run.log, &log_dir)?;
+        let mut config = config.clone();
+        config.max_states = states_left;
+        config.time_budget = time_left;
+        let result = run_explore(&run.log, &config, |_| {})?;
+        states_left = states_left.saturating_sub(result.states);
+        println!(
+            "\n== fsync #{} of {fsyncs} fails: the workload {} ==",
+            i + 1,
+            if run.status.success() {
+                "carried on and exited 0".to_string()
+            } else {
+                format!("stopped ({})", run.status)
+            }
+        );
+        let report = Report {
+            names: node_names(&run.log),
+            log: &run.log,
+            result: &result,
+            saved: &saved,
+            check: &args.check,
+            config: &config,
+        };
+        report.print_summary();
+        report.print_groups();
+        violations += result.violations.len();
+    }
+    println!("\nfsync-fails violations: {violations}");
+    Ok(violations)
 }
 
 /// One updating line on a terminal; a plain line every 10 s otherwise.

@@ -169,6 +169,13 @@ struct ExploreArgs {
     /// Seed for sampling state spaces larger than --max-states.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Also run the workload once per fsync it makes, with that fsync failing
+    /// the way Linux fails one after a write-back error (EIO; the file's unsynced
+    /// data is dropped; a retried fsync succeeds), and check those runs' crash
+    /// states too (within the same --max-states/--time-budget). Catches save
+    /// paths that retry fsync or ignore its error.
+    #[arg(long)]
+    fsync_fails: bool,
     /// Replay one state from a saved log (printed by an earlier run) instead of
     /// running a workload; use with --state.
     #[arg(long, requires = "state")]

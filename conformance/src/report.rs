@@ -91,7 +91,13 @@ impl Report {
                 suites.push(&cell.suite);
             }
         }
-        let width = 15;
+        // Wide enough for every engine's name, with a space between columns.
+        let width = engines
+            .iter()
+            .map(|e| e.len() + 1)
+            .max()
+            .unwrap_or(0)
+            .max(15);
         let mut out = format!("slowfs-conformance, seed {}\n\n{:<16}", self.seed, "suite");
         let (own, controls): (Vec<&str>, Vec<&str>) =
             engines.iter().partition(|e| !e.starts_with("broken:"));

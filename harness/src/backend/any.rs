@@ -3,6 +3,7 @@
 use std::io;
 use std::path::Path;
 
+use super::aio::{AioEngine, AioFile};
 use super::blocking::{BlockingEngine, BlockingFile};
 use super::external::{ExternalEngine, ExternalFile};
 use super::threadpool::{PoolFile, ThreadPoolEngine};
@@ -11,13 +12,15 @@ use super::uring::{UringConfig, UringEngine, UringFile};
 use crate::engine::{BufResult, Engine, EngineFile, Metadata, OpenOptions};
 
 /// Names of the built-in engines, in the order the matrix shows them.
-pub const ENGINE_NAMES: &[&str] = &["uring", "threadpool", "tokio-fs", "blocking"];
+pub const ENGINE_NAMES: &[&str] = &["uring", "aio", "threadpool", "tokio-fs", "blocking"];
 
 /// One of the built-in engines.
 #[derive(Debug, Clone)]
 pub enum AnyEngine {
     /// io_uring.
     Uring(UringEngine),
+    /// Linux native AIO.
+    Aio(AioEngine),
     /// A dedicated thread pool.
     ThreadPool(ThreadPoolEngine),
     /// tokio::fs.
@@ -33,6 +36,7 @@ impl AnyEngine {
     pub fn by_name(name: &str) -> io::Result<AnyEngine> {
         match name {
             "uring" => Ok(AnyEngine::Uring(UringEngine::new(UringConfig::default())?)),
+            "aio" => Ok(AnyEngine::Aio(AioEngine::new()?)),
             "threadpool" => Ok(AnyEngine::ThreadPool(ThreadPoolEngine::default())),
             "tokio-fs" => Ok(AnyEngine::TokioFs(Default::default())),
             "blocking" => Ok(AnyEngine::Blocking(Default::default())),
@@ -55,6 +59,8 @@ impl AnyEngine {
 pub enum AnyFile {
     /// io_uring.
     Uring(UringFile),
+    /// Linux native AIO.
+    Aio(AioFile),
     /// Thread pool.
     ThreadPool(PoolFile),
     /// tokio::fs.
@@ -69,6 +75,7 @@ macro_rules! each_file {
     ($self:expr, $f:ident => $body:expr) => {
         match $self {
             AnyFile::Uring($f) => $body,
+            AnyFile::Aio($f) => $body,
             AnyFile::ThreadPool($f) => $body,
             AnyFile::TokioFs($f) => $body,
             AnyFile::Blocking($f) => $body,
@@ -81,6 +88,7 @@ macro_rules! each_engine {
     ($self:expr, $e:ident => $body:expr) => {
         match $self {
             AnyEngine::Uring($e) => $body,
+            AnyEngine::Aio($e) => $body,
             AnyEngine::ThreadPool($e) => $body,
             AnyEngine::TokioFs($e) => $body,
             AnyEngine::Blocking($e) => $body,
@@ -141,6 +149,7 @@ impl Engine for AnyEngine {
     async fn open(&self, path: &Path, options: &OpenOptions) -> io::Result<AnyFile> {
         Ok(match self {
             AnyEngine::Uring(e) => AnyFile::Uring(e.open(path, options).await?),
+            AnyEngine::Aio(e) => AnyFile::Aio(e.open(path, options).await?),
             AnyEngine::ThreadPool(e) => AnyFile::ThreadPool(e.open(path, options).await?),
             AnyEngine::TokioFs(e) => AnyFile::TokioFs(e.open(path, options).await?),
             AnyEngine::Blocking(e) => AnyFile::Blocking(e.open(path, options).await?),

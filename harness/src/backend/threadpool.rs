@@ -111,6 +111,12 @@ pub struct PoolFile {
     pool: Arc<Pool>,
 }
 
+impl std::os::fd::AsRawFd for PoolFile {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
 impl PoolFile {
     async fn with_file<T: Send + 'static>(&self, f: impl FnOnce(&File) -> T + Send + 'static) -> T {
         let file = Arc::clone(&self.file);

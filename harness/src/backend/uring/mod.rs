@@ -28,7 +28,7 @@ use driver::Driver;
 pub use driver::UringConfig;
 use op::{Completion, OpKind};
 
-use super::{std_copy, std_open, std_sync_dir};
+use super::{is_fuse, std_copy, std_open, std_sync_dir};
 use crate::engine::{BufResult, Engine, EngineFile, Metadata, OpenOptions};
 
 /// The io_uring engine.
@@ -54,19 +54,6 @@ pub struct UringFile {
     driver: Arc<Driver>,
     /// Writes go through `pwrite` on the blocking pool (FUSE files; see the module docs).
     sync_writes: bool,
-}
-
-const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
-
-/// Whether an fd is on a FUSE filesystem.
-fn is_fuse(fd: &OwnedFd) -> io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: zeroed statfs is a valid out-parameter for fstatfs on a valid fd.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(st.f_type as i64 == FUSE_SUPER_MAGIC)
 }
 
 fn result(completion: &Completion) -> io::Result<usize> {
@@ -251,7 +238,7 @@ impl Engine for UringEngine {
         // fstatfs may block (a FUSE STATFS request), so it runs with the open.
         let (fd, sync_writes) = blocking(move || {
             let fd: OwnedFd = std_open(&path, &options)?.into();
-            let fuse = is_fuse(&fd)?;
+            let fuse = is_fuse(std::os::fd::AsRawFd::as_raw_fd(&fd))?;
             Ok((fd, fuse))
         })
         .await?;

@@ -8,6 +8,13 @@ use conformance::runner::run_matrix;
 use conformance::{expectations, Suite, SuiteConfig, Verdict};
 use harness::{AnyEngine, Engine, OpenOptions};
 
+/// Suites count the process's fds and time its loop: one matrix at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn python() -> PathBuf {
     let venv = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.venv/bin/python3"));
     let python = std::env::var_os("SLOWFS_PYTHON")
@@ -31,6 +38,7 @@ fn driver(lib: &str) -> String {
 
 #[test]
 fn python_libraries_match_their_expectations() {
+    let _serial = serial();
     // A library that stops answering costs this long per case (and per shrink step).
     std::env::set_var("SLOWFS_DRIVER_TIMEOUT_MS", "3000");
     let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
@@ -115,6 +123,7 @@ fn control(name: &str) -> std::sync::Arc<AnyEngine> {
 /// defect, and the suite that owns that property must catch it.
 #[test]
 fn python_negative_controls_are_caught() {
+    let _serial = serial();
     std::env::set_var("SLOWFS_DRIVER_TIMEOUT_MS", "3000");
     let config = SuiteConfig {
         cases: 8,
@@ -152,6 +161,7 @@ fn python_negative_controls_are_caught() {
 /// write out: the cancel suite reports the ghost write.
 #[test]
 fn to_thread_ghost_writes_are_reported() {
+    let _serial = serial();
     std::env::set_var("SLOWFS_DRIVER_TIMEOUT_MS", "3000");
     let config = SuiteConfig {
         cases: 16,
@@ -171,6 +181,7 @@ fn to_thread_ghost_writes_are_reported() {
 /// is enough to write a driver that the suites accept.
 #[test]
 fn the_documented_minimal_driver_passes() {
+    let _serial = serial();
     let doc = include_str!("../../docs/driver-protocol.md");
     let section = doc
         .split("## A minimal driver")
@@ -213,6 +224,7 @@ fn the_documented_minimal_driver_passes() {
 /// Node 20's fs.promises and callback APIs through drivers/node/slowfs_driver.mjs.
 #[test]
 fn node_apis_match_their_expectations() {
+    let _serial = serial();
     std::env::set_var("SLOWFS_DRIVER_TIMEOUT_MS", "3000");
     let node = std::process::Command::new("node").arg("--version").output();
     assert!(

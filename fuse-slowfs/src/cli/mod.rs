@@ -22,6 +22,15 @@ RULES
     \"read hang\"                              hold reads until `slowfs ctl MNT release`
     \"read hang=5s\"                           ... or at most 5 s
     \"rename crash after=2\"                   power loss at the 3rd rename (--crash-model strict)
+  Storage that lies:
+    \"fsync error=EIO drop\"                   write-back failure as on Linux: EIO once per open
+                                             file, unsynced data dropped, the retry succeeds
+                                             (drop=evict: reads show the durable data too;
+                                             --crash-model strict)
+    \"read corrupt=bitflip:3\"                 damage one 512-byte sector of read data
+                                             (or corrupt=zero, corrupt=random); seeded
+    \"read stale\"                             reads return the durable content (--crash-model strict)
+    \"write lose after=10\"                    writes after the 10th are acknowledged, never applied
   OPS: * or a comma list of lookup getattr setattr open create read write flush fsync
        fdatasync fsyncdir release mkdir mknod rmdir unlink rename link symlink readlink
        opendir readdir releasedir statfs access fallocate lseek copy_file_range xattr

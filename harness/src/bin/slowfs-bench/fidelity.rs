@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use fault_inject::DelayDist;
 use harness::mount::SlowMount;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 /// Every read reaches the daemon (direct I/O), with no delay: the round trip.
@@ -47,6 +47,11 @@ struct FixedRow {
     p99_minus_round_trip_p99_us: f64,
     /// Within 0.1 ms or 5% at p50 and 0.5 ms or 10% at p99 (see [`within`]).
     within_bounds: bool,
+    /// How late a plain `nanosleep` of the same length wakes in this process
+    /// (timer slack 1 ns), at the same moment: the machine's physical limit.
+    sleep_overshoot_us: Percentiles,
+    /// The same bounds, with the kernel's own sleep overshoot added to the delay.
+    within_bounds_of_sleep: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -56,6 +61,9 @@ struct DistRow {
     ks: f64,
     observed_p50_us: f64,
     configured_p50_us: f64,
+    /// KS against the configured distribution plus a kernel sleep's overshoot
+    /// (drawn from the measured overshoots): what a perfect sleeper gets here.
+    ks_vs_sleep: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -160,6 +168,20 @@ fn within(delay_us: f64, p50: f64, p99: f64) -> bool {
         && (p99 - delay_us).abs() <= (500.0f64).max(0.10 * delay_us)
 }
 
+/// How late `nanosleep(delay)` wakes, `n` times (µs), with 1 ns timer slack (as
+/// the daemon's timekeeper has): the floor any delay on this machine sits on.
+fn sleep_overshoots(delay: Duration, n: usize) -> Vec<f64> {
+    // SAFETY: prctl on the calling thread.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64) };
+    (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            std::thread::sleep(delay);
+            (start.elapsed().as_secs_f64() - delay.as_secs_f64()) * 1e6
+        })
+        .collect()
+}
+
 /// Runs every measurement; `scale` < 1 shortens the run (fewer samples).
 pub fn run(scale: f64) -> anyhow::Result<Report> {
     let n = |full: usize| ((full as f64 * scale) as usize).max(5);
@@ -214,6 +236,10 @@ pub fn run(scale: f64) -> anyhow::Result<Report> {
             // of waking 1,000 threads, not the timer.
             runs.push((1000, parallel_reads(&path, 1000, 1), round_trip_1000));
         }
+        let sleep = percentiles(&mut sleep_overshoots(
+            Duration::from_secs_f64(delay_us / 1e6),
+            n(serial),
+        ));
         for (concurrency, mut samples, rt) in runs {
             let count = samples.len();
             for s in &mut samples {
@@ -233,6 +259,8 @@ pub fn run(scale: f64) -> anyhow::Result<Report> {
                 p99_us: p.p99,
                 p99_minus_round_trip_p99_us: p99_excess,
                 within_bounds: within(delay_us, p.p50, p99_excess),
+                sleep_overshoot_us: sleep,
+                within_bounds_of_sleep: within(delay_us, p.p50 - sleep.p50, p99_excess - sleep.p99),
             });
         }
         mount.clear(Some(id));
@@ -245,6 +273,8 @@ pub fn run(scale: f64) -> anyhow::Result<Report> {
 
     let mut distributions = Vec::new();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    // A kernel sleep's overshoot around these distributions' medians.
+    let overshoots = sleep_overshoots(Duration::from_millis(1), n(2000));
     for dist in ["lognormal(800us,0.6)", "normal(2ms,0.3ms)", "500us..3ms"] {
         let id = mount.set(&format!("read delay={dist}"))?;
         let mut observed: Vec<f64> = serial_reads(&file, n(5000))
@@ -256,6 +286,11 @@ pub fn run(scale: f64) -> anyhow::Result<Report> {
         let mut drawn: Vec<f64> = (0..observed.len())
             .map(|_| parsed.sample(&mut rng).as_secs_f64() * 1e6)
             .collect();
+        let mut drawn_then_slept: Vec<f64> = drawn
+            .iter()
+            .map(|d| d + overshoots[rng.gen_range(0..overshoots.len())])
+            .collect();
+        let ks_vs_sleep = ks_statistic(&mut observed.clone(), &mut drawn_then_slept);
         let ks = ks_statistic(&mut observed, &mut drawn);
         let row = DistRow {
             rule: format!("read delay={dist}"),
@@ -263,9 +298,10 @@ pub fn run(scale: f64) -> anyhow::Result<Report> {
             ks,
             observed_p50_us: observed[observed.len() / 2],
             configured_p50_us: drawn[drawn.len() / 2],
+            ks_vs_sleep,
         };
         eprintln!(
-            "fidelity: {dist:<22} KS {ks:.3} (p50 {:.0} vs {:.0} µs)",
+            "fidelity: {dist:<22} KS {ks:.3}, {ks_vs_sleep:.3} with a sleep's overshoot (p50 {:.0} vs {:.0} µs)",
             row.observed_p50_us, row.configured_p50_us
         );
         distributions.push(row);
@@ -457,26 +493,30 @@ pub fn print(report: &Report) {
         report.round_trip_us.p50, report.round_trip_us.p99, report.round_trip_1000_us.p50
     );
     println!("Concurrency 1 is measured with 1,000 other requests parked (hung) the whole time.\n");
-    println!("| delay | concurrency | samples | p50 − round-trip p50 | p99 − round-trip p50 | p99 − round-trip p99 | within bounds |");
-    println!("|---:|---:|---:|---:|---:|---:|---|");
+    println!("| delay | concurrency | samples | p50 − round-trip p50 | p99 − round-trip p50 | p99 − round-trip p99 | within bounds | nanosleep overshoot p50 / p99 | within bounds of a nanosleep |");
+    println!("|---:|---:|---:|---:|---:|---:|---|---:|---|");
+    let yes = |b: bool| if b { "yes" } else { "no" };
     for r in &report.fixed {
         println!(
-            "| {} | {} | {} | {:.0} µs | {:.0} µs | {:.0} µs | {} |",
+            "| {} | {} | {} | {:.0} µs | {:.0} µs | {:.0} µs | {} | {:.0} / {:.0} µs | {} |",
             fault_inject::DisplayDuration(Duration::from_secs_f64(r.delay_us / 1e6)),
             r.concurrency,
             r.samples,
             r.p50_us,
             r.p99_us,
             r.p99_minus_round_trip_p99_us,
-            if r.within_bounds { "yes" } else { "no" }
+            yes(r.within_bounds),
+            r.sleep_overshoot_us.p50,
+            r.sleep_overshoot_us.p99,
+            yes(r.within_bounds_of_sleep),
         );
     }
-    println!("\n| distribution | samples | KS statistic | observed p50 | configured p50 |");
-    println!("|---|---:|---:|---:|---:|");
+    println!("\n| distribution | samples | KS statistic | KS vs configured + a nanosleep's overshoot | observed p50 | configured p50 |");
+    println!("|---|---:|---:|---:|---:|---:|");
     for r in &report.distributions {
         println!(
-            "| `{}` | {} | {:.3} | {:.0} µs | {:.0} µs |",
-            r.rule, r.samples, r.ks, r.observed_p50_us, r.configured_p50_us
+            "| `{}` | {} | {:.3} | {:.3} | {:.0} µs | {:.0} µs |",
+            r.rule, r.samples, r.ks, r.ks_vs_sleep, r.observed_p50_us, r.configured_p50_us
         );
     }
     for r in &report.spikes {

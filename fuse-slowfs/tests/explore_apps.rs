@@ -134,9 +134,12 @@ fn fsync_fails_catches_an_export_that_retries_fsync() {
     let save = app("export_save.py");
     let run = |mode: &str| {
         let logs = tempfile::tempdir().unwrap();
+        let json = logs.path().join("violations.json");
         let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
             .args(["explore", "--fsync-fails", "--log-dir"])
             .arg(logs.path())
+            .arg("--json")
+            .arg(&json)
             .args([
                 "--check",
                 &check,
@@ -156,6 +159,15 @@ fn fsync_fails_catches_an_export_that_retries_fsync() {
             .find_map(|l| l.strip_prefix("fsync-fails violations: "))
             .and_then(|n| n.trim().parse().ok())
             .unwrap_or_else(|| panic!("no --fsync-fails summary: {stdout}"));
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let in_json: usize = report["fsync_fails"]
+            .as_array()
+            .expect("--json holds the --fsync-fails runs")
+            .iter()
+            .map(|run| run["violations"].as_array().unwrap().len())
+            .sum();
+        assert_eq!(in_json, violations, "--json and the summary agree");
         (out.status.code(), failing_runs, violations, stdout)
     };
     let (code, runs, violations, stdout) = run("retry");

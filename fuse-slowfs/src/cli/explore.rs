@@ -110,14 +110,17 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     };
     report.print_summary();
     report.print_groups();
+    let mut violations = result.violations.len();
+    let mut json = report.json();
+    if args.fsync_fails && result.cut != Some(Cut::Interrupted) {
+        let (found, runs) = explore_fsync_failures(&args, &log, &initial, &config, &workload_pid)?;
+        violations += found;
+        json["fsync_fails"] = serde_json::Value::Array(runs);
+    }
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report.json())?)
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)
             .with_context(|| format!("writing {}", path.display()))?;
         println!("\nevery violation: {}", path.display());
-    }
-    let mut violations = result.violations.len();
-    if args.fsync_fails && result.cut != Some(Cut::Interrupted) {
-        violations += explore_fsync_failures(&args, &log, &initial, &config, &workload_pid)?;
     }
     Ok(if violations == 0 {
         if stop.load(Ordering::SeqCst) {
@@ -186,14 +189,15 @@ fn save_log(log: &Log, dir: &Path) -> anyhow::Result<PathBuf> {
 /// `--fsync-fails`: runs the workload again once per fsync of the first run,
 /// from the same initial state, with that fsync failing as Linux fails one
 /// (EIO; the file's unsynced data dropped; a retry succeeds), and checks each
-/// run's crash states within what is left of the budget. Returns the violations.
+/// run's crash states within what is left of the budget. Returns the violations,
+/// and each run's report as JSON (with the failing fsync and the workload's exit).
 fn explore_fsync_failures(
     args: &ExploreArgs,
     first: &Log,
     initial: &fault_inject::durability::Tree,
     config: &ExploreConfig,
     workload_pid: &AtomicI32,
-) -> anyhow::Result<usize> {
+) -> anyhow::Result<(usize, Vec<serde_json::Value>)> {
     let fsyncs = first
         .ops()
         .iter()
@@ -207,6 +211,7 @@ fn explore_fsync_failures(
     let log_dir = args.log_dir.clone().unwrap_or_else(std::env::temp_dir);
     let mut states_left = config.max_states;
     let mut violations = 0;
+    let mut runs = Vec::new();
     for i in 0..fsyncs {
         let time_left = config
             .time_budget
@@ -251,10 +256,14 @@ fn explore_fsync_failures(
         };
         report.print_summary();
         report.print_groups();
+        let mut json = report.json();
+        json["failing_fsync"] = serde_json::json!(i + 1);
+        json["workload_exit"] = serde_json::json!(run.status.code());
+        runs.push(json);
         violations += result.violations.len();
     }
     println!("\nfsync-fails violations: {violations}");
-    Ok(violations)
+    Ok((violations, runs))
 }
 
 /// One updating line on a terminal; a plain line every 10 s otherwise.

@@ -94,6 +94,7 @@ impl Report {
         // Wide enough for every engine's name, with a space between columns.
         let width = engines
             .iter()
+            .filter(|e| !e.starts_with("broken:"))
             .map(|e| e.len() + 1)
             .max()
             .unwrap_or(0)

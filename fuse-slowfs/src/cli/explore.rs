@@ -246,6 +246,10 @@ fn explore_fsync_failures(
                 format!("stopped ({})", run.status)
             }
         );
+        println!(
+            "(the data that fsync dropped is gone from every state of this run, the no-crash \
+             state included: it was lost at the fsync, not at a crash)"
+        );
         let report = Report {
             names: node_names(&run.log),
             log: &run.log,

@@ -50,4 +50,13 @@ if [[ ! -e /dev/fuse ]]; then
   exit 1
 fi
 
-cargo test --workspace --release "$@"
+status=0
+cargo test --workspace --release "$@" || status=$?
+
+# Every test unmounts what it mounted, also when it panics: check.
+if grep -q '^slowfs ' /proc/mounts; then
+  say "slowfs mounts left behind:"
+  grep '^slowfs ' /proc/mounts >&2
+  exit 1
+fi
+exit "$status"

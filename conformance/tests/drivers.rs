@@ -28,19 +28,35 @@ fn python() -> PathBuf {
     python
 }
 
-fn driver(lib: &str) -> String {
+/// `cmd:` running `drivers/python/SCRIPT ARGS` with the venv's Python.
+fn python_driver(script: &str, args: &str) -> String {
     format!(
-        "cmd:{} {}/../drivers/python/slowfs_driver.py --lib {lib}",
+        "cmd:{} {}/../drivers/python/{script} {args}",
         python().display(),
         env!("CARGO_MANIFEST_DIR")
     )
 }
 
+fn driver(lib: &str) -> String {
+    python_driver("slowfs_driver.py", &format!("--lib {lib}"))
+}
+
+/// Takes the one-matrix-at-a-time lock, caps each driver request at 3 s (a
+/// library that stops answering costs that per case and shrink step), and
+/// returns the run's config.
+fn setup(cases: u32, seed: u64) -> (std::sync::MutexGuard<'static, ()>, SuiteConfig) {
+    let serial = serial();
+    std::env::set_var("SLOWFS_DRIVER_TIMEOUT_MS", "3000");
+    let config = SuiteConfig {
+        cases,
+        seed,
+        ..SuiteConfig::default()
+    };
+    (serial, config)
+}
+
 #[test]
 fn python_libraries_match_their_expectations() {
-    let _serial = serial();
-    // A library that stops answering costs this long per case (and per shrink step).
-    std::env::set_var("SLOWFS_DRIVER_TIMEOUT_MS", "3000");
     let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
     let mut engines: Vec<String> = ["to_thread", "aiofiles", "ayafileio"]
         .iter()
@@ -49,11 +65,7 @@ fn python_libraries_match_their_expectations() {
     for caio in ["uring", "linux", "thread", "python"] {
         engines.push(driver(&format!("aiofile --caio {caio}")));
     }
-    let config = SuiteConfig {
-        cases: 8,
-        seed: 5,
-        ..SuiteConfig::default()
-    };
+    let (_serial, config) = setup(8, 5);
     let report = run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {});
     println!("{}", report.render());
     assert!(report.ok(), "{}", report.render());
@@ -111,11 +123,7 @@ fn a_driver_that_dies_fails_requests_instead_of_hanging() {
 }
 
 fn control(name: &str) -> std::sync::Arc<AnyEngine> {
-    let command = format!(
-        "cmd:{} {}/../drivers/python/controls.py --control {name}",
-        python().display(),
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let command = python_driver("controls.py", &format!("--control {name}"));
     std::sync::Arc::new(AnyEngine::by_name(&command).unwrap())
 }
 
@@ -123,13 +131,7 @@ fn control(name: &str) -> std::sync::Arc<AnyEngine> {
 /// defect, and the suite that owns that property must catch it.
 #[test]
 fn python_negative_controls_are_caught() {
-    let _serial = serial();
-    std::env::set_var("SLOWFS_DRIVER_TIMEOUT_MS", "3000");
-    let config = SuiteConfig {
-        cases: 8,
-        seed: 7,
-        ..SuiteConfig::default()
-    };
+    let (_serial, config) = setup(8, 7);
     let run = |name: &str, suite: Suite| {
         let outcome = conformance::run_suite(suite, control(name), &config);
         println!("control {name} on {suite:?}: {}", outcome.verdict);
@@ -161,13 +163,7 @@ fn python_negative_controls_are_caught() {
 /// write out: the cancel suite reports the ghost write.
 #[test]
 fn to_thread_ghost_writes_are_reported() {
-    let _serial = serial();
-    std::env::set_var("SLOWFS_DRIVER_TIMEOUT_MS", "3000");
-    let config = SuiteConfig {
-        cases: 16,
-        seed: 11,
-        ..SuiteConfig::default()
-    };
+    let (_serial, config) = setup(16, 11);
     let engine = std::sync::Arc::new(AnyEngine::by_name(&driver("to_thread")).unwrap());
     let verdict = conformance::run_suite(Suite::Cancel, engine, &config).verdict;
     println!("{verdict}");
@@ -181,7 +177,6 @@ fn to_thread_ghost_writes_are_reported() {
 /// is enough to write a driver that the suites accept.
 #[test]
 fn the_documented_minimal_driver_passes() {
-    let _serial = serial();
     let doc = include_str!("../../docs/driver-protocol.md");
     let section = doc
         .split("## A minimal driver")
@@ -196,11 +191,7 @@ fn the_documented_minimal_driver_passes() {
     let script = dir.path().join("minimal_driver.py");
     std::fs::write(&script, code).unwrap();
     let engine = format!("cmd:python3 {}", script.display());
-    let config = SuiteConfig {
-        cases: 8,
-        seed: 3,
-        ..SuiteConfig::default()
-    };
+    let (_serial, config) = setup(8, 3);
     let report = run_matrix(&[engine], Suite::ALL, false, &config, &[], |_| {});
     println!("{}", report.render());
     use conformance::report::Status::*;
@@ -224,8 +215,6 @@ fn the_documented_minimal_driver_passes() {
 /// Node 20's fs.promises and callback APIs through drivers/node/slowfs_driver.mjs.
 #[test]
 fn node_apis_match_their_expectations() {
-    let _serial = serial();
-    std::env::set_var("SLOWFS_DRIVER_TIMEOUT_MS", "3000");
     let node = std::process::Command::new("node").arg("--version").output();
     assert!(
         node.as_ref().is_ok_and(|o| o.status.success()),
@@ -241,11 +230,7 @@ fn node_apis_match_their_expectations() {
             )
         })
         .collect();
-    let config = SuiteConfig {
-        cases: 8,
-        seed: 5,
-        ..SuiteConfig::default()
-    };
+    let (_serial, config) = setup(8, 5);
     let report = run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {});
     println!("{}", report.render());
     assert!(report.ok(), "{}", report.render());

@@ -20,10 +20,20 @@ pub struct Verdict {
     pub hang: Option<Option<Duration>>,
     /// Fail the request with this errno instead of doing it.
     pub error: Option<i32>,
-    /// Move at most this many bytes.
-    pub short_to: Option<u64>,
     /// Crash (power loss) at this request.
     pub crash: bool,
+    /// What the request does differently when it runs.
+    pub effects: Effects,
+    /// Ids of the rules that fired.
+    pub fired: Vec<u64>,
+}
+
+/// How a request that runs is carried out differently: the part of a
+/// [`Verdict`] the request's own code applies (short counts and storage that lies).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Effects {
+    /// Move at most this many bytes.
+    pub short_to: Option<u64>,
     /// Fail an fsync with write-back error semantics: the errno, and whether
     /// the dropped pages are evicted too (`Action::FsyncFail`).
     pub fsync_fail: Option<(i32, bool)>,
@@ -33,8 +43,6 @@ pub struct Verdict {
     pub stale: bool,
     /// Acknowledge the write without applying it.
     pub lose: bool,
-    /// Ids of the rules that fired.
-    pub fired: Vec<u64>,
 }
 
 impl Verdict {
@@ -260,7 +268,8 @@ impl FaultPlan {
                 }
                 Action::Short { min, max } => {
                     let moved = rng.gen_range(*min..=*max).min(bytes);
-                    verdict.short_to = Some(verdict.short_to.map_or(moved, |s| s.min(moved)));
+                    let short_to = &mut verdict.effects.short_to;
+                    *short_to = Some(short_to.map_or(moved, |s| s.min(moved)));
                 }
                 Action::Throttle { .. } | Action::Iops { .. } => {
                     let amount = match active.rule.action {
@@ -280,13 +289,13 @@ impl FaultPlan {
                 }
                 Action::Crash => verdict.crash = true,
                 Action::FsyncFail { errno, evict } => {
-                    verdict.fsync_fail.get_or_insert((*errno, *evict));
+                    verdict.effects.fsync_fail.get_or_insert((*errno, *evict));
                 }
                 Action::Corrupt(how) => {
-                    verdict.corrupt.get_or_insert((*how, rng.gen()));
+                    verdict.effects.corrupt.get_or_insert((*how, rng.gen()));
                 }
-                Action::Stale => verdict.stale = true,
-                Action::Lose => verdict.lose = true,
+                Action::Stale => verdict.effects.stale = true,
+                Action::Lose => verdict.effects.lose = true,
             }
         }
         verdict
@@ -409,7 +418,7 @@ mod tests {
     fn short_never_exceeds_the_request() {
         let plan = plan(3, &["read short=1..512"]);
         for _ in 0..1000 {
-            let to = plan.decide(Op::Read, "f", 100).short_to.unwrap();
+            let to = plan.decide(Op::Read, "f", 100).effects.short_to.unwrap();
             assert!((1..=100).contains(&to));
         }
     }

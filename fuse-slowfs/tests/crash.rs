@@ -5,21 +5,12 @@ mod common;
 use std::fs::{self, File};
 use std::io::{Read, Write};
 
-use common::TestMount;
+use common::{sync_dir, TestMount};
 use slowfs::control::{request, Command};
-use slowfs::CrashModel;
-
-fn strict(rules: &[&str]) -> TestMount {
-    TestMount::with(rules, |c| c.crash_model = CrashModel::Strict)
-}
-
-fn sync_dir(path: &std::path::Path) {
-    File::open(path).unwrap().sync_all().unwrap();
-}
 
 #[test]
 fn a_crash_keeps_only_what_was_made_durable() {
-    let m = strict(&[]);
+    let m = TestMount::strict(&[]);
     fs::write(m.path("lost"), b"never synced").unwrap();
     let mut kept = File::create(m.path("kept")).unwrap();
     kept.write_all(b"synced").unwrap();
@@ -65,7 +56,7 @@ fn a_crash_keeps_only_what_was_made_durable() {
 
 #[test]
 fn a_crash_rule_fires_at_its_request() {
-    let m = strict(&["rename crash after=1"]);
+    let m = TestMount::strict(&["rename crash after=1"]);
     fs::write(m.path("a"), b"a").unwrap();
     File::open(m.path("a")).unwrap().sync_all().unwrap();
     sync_dir(&m.path(""));
@@ -79,7 +70,7 @@ fn a_crash_rule_fires_at_its_request() {
 
 #[test]
 fn ctl_crash_and_durable_through_the_socket() {
-    let m = strict(&[]);
+    let m = TestMount::strict(&[]);
     let socket = m.mount().control_socket().unwrap().to_path_buf();
     fs::write(m.path("x"), b"x").unwrap();
     let durable = request(&socket, &Command::Durable).unwrap();

@@ -9,16 +9,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 
-use common::TestMount;
-use slowfs::CrashModel;
-
-fn strict(rules: &[&str]) -> TestMount {
-    TestMount::with(rules, |c| c.crash_model = CrashModel::Strict)
-}
-
-fn sync_dir(path: &std::path::Path) {
-    File::open(path).unwrap().sync_all().unwrap();
-}
+use common::{sync_dir, TestMount};
 
 fn rw(path: &std::path::Path) -> File {
     OpenOptions::new()
@@ -30,11 +21,22 @@ fn rw(path: &std::path::Path) -> File {
         .unwrap()
 }
 
+/// A file whose `durable` content was fsynced (entry included), then overwritten
+/// at offset 0 by `newer`, not yet synced.
+fn durable_then_overwritten(m: &TestMount, name: &str, durable: &[u8], newer: &[u8]) -> File {
+    let f = rw(&m.path(name));
+    f.write_at(durable, 0).unwrap();
+    f.sync_all().unwrap();
+    sync_dir(&m.path(""));
+    f.write_at(newer, 0).unwrap();
+    f
+}
+
 /// fsyncgate: the failed fsync reports EIO, the retry succeeds, and the data
 /// the retry "made durable" is gone after a crash.
 #[test]
 fn a_failed_fsync_drops_the_data_and_the_retry_lies() {
-    let m = strict(&["fsync path=db error=EIO drop after=1"]);
+    let m = TestMount::strict(&["fsync path=db error=EIO drop after=1"]);
     let mut db = rw(&m.path("db"));
     db.write_all(b"first ").unwrap();
     db.sync_all().unwrap(); // the rule skips the first fsync
@@ -61,7 +63,7 @@ fn a_failed_fsync_drops_the_data_and_the_retry_lies() {
 /// With nothing to write back, a drop rule's fsync succeeds (no error without I/O).
 #[test]
 fn a_drop_rule_fails_only_fsyncs_with_dirty_data() {
-    let m = strict(&["fsync error=EIO drop"]);
+    let m = TestMount::strict(&["fsync error=EIO drop"]);
     let f = rw(&m.path("clean"));
     f.sync_all()
         .expect("an fsync with nothing to write back succeeds");
@@ -74,7 +76,7 @@ fn a_drop_rule_fails_only_fsyncs_with_dirty_data() {
 /// one that wrote nothing; the description that saw it already does not again.
 #[test]
 fn the_error_is_reported_once_per_open_file_description() {
-    let m = strict(&["fsync path=shared error=EIO drop"]);
+    let m = TestMount::strict(&["fsync path=shared error=EIO drop"]);
     let writer = rw(&m.path("shared"));
     let other = File::open(m.path("shared")).unwrap();
     let third = File::open(m.path("shared")).unwrap();
@@ -101,12 +103,8 @@ fn the_error_is_reported_once_per_open_file_description() {
 /// drop=evict: the dropped pages leave the cache, so reads show the durable content.
 #[test]
 fn drop_evict_makes_reads_show_the_durable_content() {
-    let m = strict(&["fsync path=evicted error=EIO drop=evict after=1"]);
-    let f = rw(&m.path("evicted"));
-    f.write_at(b"durable", 0).unwrap();
-    f.sync_all().unwrap();
-    sync_dir(&m.path(""));
-    f.write_at(b"DOOMED!", 0).unwrap();
+    let m = TestMount::strict(&["fsync path=evicted error=EIO drop=evict after=1"]);
+    let f = durable_then_overwritten(&m, "evicted", b"durable", b"DOOMED!");
     assert!(f.sync_all().is_err());
     assert_eq!(fs::read(m.path("evicted")).unwrap(), b"durable");
     assert_eq!(fs::read(m.backing("evicted")).unwrap(), b"durable");
@@ -206,12 +204,8 @@ fn a_lost_write_is_acknowledged_and_never_lands() {
 /// A stale read returns what is durable, not the latest write.
 #[test]
 fn a_stale_read_returns_the_durable_content() {
-    let m = strict(&["read path=config stale"]);
-    let f = rw(&m.path("config"));
-    f.write_at(b"version=1", 0).unwrap();
-    f.sync_all().unwrap();
-    sync_dir(&m.path(""));
-    f.write_at(b"version=2", 0).unwrap();
+    let m = TestMount::strict(&["read path=config stale"]);
+    let f = durable_then_overwritten(&m, "config", b"version=1", b"version=2");
     assert_eq!(fs::read(m.path("config")).unwrap(), b"version=1");
     assert_eq!(fs::read(m.backing("config")).unwrap(), b"version=2");
     f.sync_all().unwrap();

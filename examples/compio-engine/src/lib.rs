@@ -159,6 +159,26 @@ impl CompioFile {
             })
             .await
     }
+
+    /// Runs `op` on this file and a caller's buffer on the proxy thread; the
+    /// buffer comes back also when the handle is unknown.
+    async fn with_buf<F, Fut>(&self, buf: Vec<u8>, op: F) -> BufResult
+    where
+        F: FnOnce(Rc<Open>, Vec<u8>) -> Fut + Send + 'static,
+        Fut: Future<Output = BufResult> + 'static,
+    {
+        let handle = self.handle;
+        self.engine
+            .call(move |table| {
+                Box::pin(async move {
+                    match table.get(handle) {
+                        Ok(open) => op(open, buf).await,
+                        Err(e) => (Err(e), buf),
+                    }
+                })
+            })
+            .await
+    }
 }
 
 /// Reads up to `buf.len()` bytes at `offset` (compio reads into a Vec's spare
@@ -174,53 +194,30 @@ async fn read_into(file: &File, mut buf: Vec<u8>, offset: u64) -> BufResult {
 
 impl EngineFile for CompioFile {
     async fn read_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
-        let handle = self.handle;
-        self.engine
-            .call(move |table| {
-                Box::pin(async move {
-                    match table.get(handle) {
-                        Ok(open) => read_into(&open.file, buf, offset).await,
-                        Err(e) => (Err(e), buf),
-                    }
-                })
-            })
-            .await
+        self.with_buf(buf, move |open, buf| async move {
+            read_into(&open.file, buf, offset).await
+        })
+        .await
     }
 
     async fn read(&self, buf: Vec<u8>) -> BufResult {
-        let handle = self.handle;
-        self.engine
-            .call(move |table| {
-                Box::pin(async move {
-                    let open = match table.get(handle) {
-                        Ok(open) => open,
-                        Err(e) => return (Err(e), buf),
-                    };
-                    let (result, buf) = read_into(&open.file, buf, open.cursor.get()).await;
-                    if let Ok(n) = result {
-                        open.cursor.set(open.cursor.get() + n as u64);
-                    }
-                    (result, buf)
-                })
-            })
-            .await
+        self.with_buf(buf, |open, buf| async move {
+            let (result, buf) = read_into(&open.file, buf, open.cursor.get()).await;
+            if let Ok(n) = result {
+                open.cursor.set(open.cursor.get() + n as u64);
+            }
+            (result, buf)
+        })
+        .await
     }
 
     async fn write_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
-        let handle = self.handle;
-        self.engine
-            .call(move |table| {
-                Box::pin(async move {
-                    let open = match table.get(handle) {
-                        Ok(open) => open,
-                        Err(e) => return (Err(e), buf),
-                    };
-                    let mut file = &open.file;
-                    let CompioResult(result, buf) = file.write_at(buf, offset).await;
-                    (result, buf)
-                })
-            })
-            .await
+        self.with_buf(buf, move |open, buf| async move {
+            let mut file = &open.file;
+            let CompioResult(result, buf) = file.write_at(buf, offset).await;
+            (result, buf)
+        })
+        .await
     }
 
     async fn fsync(&self) -> io::Result<()> {

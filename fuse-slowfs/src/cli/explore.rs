@@ -59,8 +59,6 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
             (temp.path().to_path_buf(), Some(temp))
         }
     };
-    let initial = scan(&backing)
-        .with_context(|| format!("reading the initial state of {}", backing.display()))?;
     let first = record(&args.workload, &backing, None, &workload_pid)?;
     if !first.status.success() {
         eprintln!(
@@ -113,7 +111,7 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     let mut violations = result.violations.len();
     let mut json = report.json();
     if args.fsync_fails && result.cut != Some(Cut::Interrupted) {
-        let (found, runs) = explore_fsync_failures(&args, &log, &initial, &config, &workload_pid)?;
+        let (found, runs) = explore_fsync_failures(&args, &log, &config, &workload_pid)?;
         violations += found;
         json["fsync_fails"] = serde_json::Value::Array(runs);
     }
@@ -194,7 +192,6 @@ fn save_log(log: &Log, dir: &Path) -> anyhow::Result<PathBuf> {
 fn explore_fsync_failures(
     args: &ExploreArgs,
     first: &Log,
-    initial: &fault_inject::durability::Tree,
     config: &ExploreConfig,
     workload_pid: &AtomicI32,
 ) -> anyhow::Result<(usize, Vec<serde_json::Value>)> {
@@ -228,7 +225,7 @@ fn explore_fsync_failures(
             .prefix("slowfs-explore-")
             .tempdir()?;
         let backing = scratch.path().join("backing");
-        materialize(initial, &backing)?;
+        materialize(first.initial(), &backing)?;
         let rule = format!("fsync,fdatasync error=EIO drop after={i}");
         let run = record(&args.workload, &backing, Some(&rule), workload_pid)?;
         let saved = save_log(&run.log, &log_dir)?;

@@ -19,7 +19,7 @@ use fuser::{
 
 use super::inodes::Node;
 use super::sys::{self, check, cvt, SysResult};
-use super::{attr, file_type, Ask, Inner, SlowFs};
+use super::{attr, file_type, lies, Ask, Inner, SlowFs};
 use crate::stats::Outcome;
 
 const GENERATION: Generation = Generation(0);
@@ -651,13 +651,13 @@ impl Filesystem for SlowFs {
             Ask::new(req, Op::Read, &path).moving(size as u64),
             &[],
             reply,
-            move |inner, done, twist, _| {
-                let len = twist.short_to.map_or(size as usize, |s| s as usize);
+            move |inner, done, effects, _| {
+                let len = effects.short_to.map_or(size as usize, |s| s as usize);
                 let result = inner
                     .handles
                     .get(fh)
                     .and_then(|h| sys::pread(h.raw(), len, offset))
-                    .map(|data| twist.reading(inner, ino.0, offset, data));
+                    .map(|data| lies::lie_about_read(&effects, inner, ino.0, offset, data));
                 done.respond_moved(
                     inner,
                     result,
@@ -689,11 +689,11 @@ impl Filesystem for SlowFs {
             Ask::new(req, Op::Write, &path).moving(len),
             data,
             reply,
-            move |inner, done, twist, data| {
-                let data = &data[..twist.short_to.map_or(data.len(), |s| s as usize)];
+            move |inner, done, effects, data| {
+                let data = &data[..effects.short_to.map_or(data.len(), |s| s as usize)];
                 let mut dropped = false;
                 let result = inner.handles.get(fh).and_then(|h| {
-                    if twist.lose {
+                    if effects.lose {
                         // Acknowledged, never applied (nor recorded).
                         return Ok(data.len());
                     }
@@ -1207,8 +1207,8 @@ impl Filesystem for SlowFs {
             Ask::new(req, Op::CopyFileRange, &path).moving(len),
             &[],
             reply,
-            move |inner, done, twist, _| {
-                let len = twist.short_to.unwrap_or(len) as usize;
+            move |inner, done, effects, _| {
+                let len = effects.short_to.unwrap_or(len) as usize;
                 let result = (|| {
                     let (src, dst) = (inner.handles.get(fh_in)?, inner.handles.get(fh_out)?);
                     let (mut off_in, mut off_out) = (offset_in as i64, offset_out as i64);
@@ -1394,10 +1394,12 @@ impl SlowFs {
             Ask::new(req, op, &path),
             &[],
             reply,
-            move |inner, done, twist, _| {
+            move |inner, done, effects, _| {
                 let result = inner.handles.get(fh).and_then(|h| {
-                    if let Some((errno, evict)) = twist.fsync_fail {
-                        if let Some(errno) = inner.fail_write_back(ino.0, fh.0, errno, evict) {
+                    if let Some((errno, evict)) = effects.fsync_fail {
+                        if let Some(errno) =
+                            inner.fail_write_back(ino.0, fh.0, h.raw(), errno, evict)
+                        {
                             return Err(errno);
                         }
                     }

@@ -11,59 +11,32 @@
 //! models exactly that on the crash model's log.
 
 use fault_inject::durability::Node;
-use fault_inject::Corruption;
+use fault_inject::Effects;
 use fuser::{Errno, INodeNo};
 
 use super::{sys, Inner};
 
-/// What the rules that fired change about how a request is carried out.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Twist {
-    /// Move at most this many bytes.
-    pub short_to: Option<u64>,
-    /// Corrupt a sector of the read data (seeded).
-    pub corrupt: Option<(Corruption, u64)>,
-    /// Read the durable content.
-    pub stale: bool,
-    /// Acknowledge the write, apply nothing.
-    pub lose: bool,
-    /// Fail the fsync with write-back semantics: errno, evict.
-    pub fsync_fail: Option<(i32, bool)>,
-}
-
-impl Twist {
-    pub(crate) fn from_verdict(verdict: &fault_inject::Verdict) -> Twist {
-        Twist {
-            short_to: verdict.short_to,
-            corrupt: verdict.corrupt,
-            stale: verdict.stale,
-            lose: verdict.lose,
-            fsync_fail: verdict.fsync_fail,
+/// Applies the read-side lies of `effects` to `data` read at `offset` of inode `ino`.
+pub(crate) fn lie_about_read(
+    effects: &Effects,
+    inner: &Inner,
+    ino: u64,
+    offset: u64,
+    mut data: Vec<u8>,
+) -> Vec<u8> {
+    if effects.stale {
+        if let Some(durable) = inner.durable_content(ino) {
+            let len = data.len();
+            data = durable
+                .get(offset as usize..)
+                .map(|rest| rest[..rest.len().min(len)].to_vec())
+                .unwrap_or_default();
         }
     }
-
-    /// Applies the read-side lies to data read at `offset` of inode `ino`.
-    pub(crate) fn reading(
-        &self,
-        inner: &Inner,
-        ino: u64,
-        offset: u64,
-        mut data: Vec<u8>,
-    ) -> Vec<u8> {
-        if self.stale {
-            if let Some(durable) = inner.durable_content(ino) {
-                let len = data.len();
-                data = durable
-                    .get(offset as usize..)
-                    .map(|rest| rest[..rest.len().min(len)].to_vec())
-                    .unwrap_or_default();
-            }
-        }
-        if let Some((how, seed)) = self.corrupt {
-            how.apply(&mut data, offset, seed);
-        }
-        data
+    if let Some((how, seed)) = effects.corrupt {
+        how.apply(&mut data, offset, seed);
     }
+    data
 }
 
 impl Inner {
@@ -82,7 +55,8 @@ impl Inner {
     }
 
     /// An fsync that a `fsync error=EIO drop` rule fired on, through handle
-    /// `fh` of inode `ino`: with data not yet durable, drops it from the log,
+    /// `fh` (backing fd `fd`) of inode `ino`: with data not yet durable, drops it
+    /// from the log,
     /// flags the file's other open handles to report the error once, and
     /// returns the errno; with nothing to write back, `None` (the fsync goes on
     /// and succeeds, as on Linux).
@@ -90,6 +64,7 @@ impl Inner {
         &self,
         ino: u64,
         fh: u64,
+        fd: std::os::fd::RawFd,
         errno: i32,
         evict: bool,
     ) -> Option<Errno> {
@@ -98,11 +73,7 @@ impl Inner {
         if recorder.drop_unsynced(node) == 0 {
             return None;
         }
-        let st = self
-            .handles
-            .get(fuser::FileHandle(fh))
-            .ok()
-            .and_then(|h| sys::stat_fd(h.raw()).ok())?;
+        let st = sys::stat_fd(fd).ok()?;
         self.handles
             .flag_write_back_error(fh, (st.st_dev, st.st_ino));
         if evict {

@@ -274,7 +274,7 @@ impl Inner {
         }: Ask,
         data: &[u8],
         reply: R,
-        job: impl FnOnce(&Arc<Inner>, Done<R>, lies::Twist, &[u8]) + Send + 'static,
+        job: impl FnOnce(&Arc<Inner>, Done<R>, fault_inject::Effects, &[u8]) + Send + 'static,
     ) {
         let arrived = Instant::now();
         let verdict = self.plan.decide(op, path, bytes);
@@ -291,11 +291,11 @@ impl Inner {
             return done.respond(self, Err::<(), _>(Errno::EIO), |_, ()| {});
         }
         let error = verdict.error.map(Errno::from_i32);
-        let twist = lies::Twist::from_verdict(&verdict);
+        let effects = verdict.effects;
         let finish = move |inner: &Arc<Inner>, data: &[u8], fate: Fate| match (fate, error) {
             (Fate::Interrupted, _) => done.respond(inner, Err::<(), _>(Errno::EINTR), |_, ()| {}),
             (Fate::Run, Some(errno)) => done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
-            (Fate::Run, None) => job(inner, done, twist, data),
+            (Fate::Run, None) => job(inner, done, effects, data),
         };
         if verdict.delay.is_zero() && verdict.hang.is_none() {
             finish(self, data, Fate::Run);

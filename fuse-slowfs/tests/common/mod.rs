@@ -15,6 +15,11 @@ pub struct TestMount {
 }
 
 impl TestMount {
+    /// Mounts with the strict crash model.
+    pub fn strict(rules: &[&str]) -> TestMount {
+        Self::with(rules, |c| c.crash_model = slowfs::CrashModel::Strict)
+    }
+
     /// Mounts with these rule strings and a fixed seed.
     pub fn new(rules: &[&str]) -> TestMount {
         Self::with(rules, |_| {})
@@ -78,6 +83,11 @@ impl Drop for TestMount {
 }
 
 /// A command's stdout and stderr, together, for assertion messages.
+/// fsync of a directory: its entries become durable.
+pub fn sync_dir(path: &Path) {
+    std::fs::File::open(path).unwrap().sync_all().unwrap();
+}
+
 pub fn text(out: &std::process::Output) -> String {
     format!(
         "{}{}",

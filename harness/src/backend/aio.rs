@@ -75,8 +75,8 @@ enum Lifecycle {
 }
 
 struct Op {
-    /// The iocb the kernel was given (its address must stay valid until submit returns).
-    _iocb: Box<Iocb>,
+    /// The iocb the kernel was given (io_cancel names the op by its address).
+    iocb: Box<Iocb>,
     buf: Vec<u8>,
     state: Lifecycle,
 }
@@ -200,7 +200,7 @@ impl Ring {
             ops.insert(
                 key,
                 Op {
-                    _iocb: iocb,
+                    iocb,
                     buf,
                     state: Lifecycle::Waiting(tx),
                 },
@@ -235,7 +235,7 @@ impl Drop for CancelOnDrop<'_> {
                 libc::syscall(
                     libc::SYS_io_cancel,
                     self.ring.ctx,
-                    &*op._iocb as *const Iocb,
+                    &*op.iocb as *const Iocb,
                     &mut event,
                 )
             };

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use harness::{BufResult, Engine, EngineFile, Metadata, OpenOptions};
+use harness::{BufResult, Capability, Engine, EngineFile, Metadata, OpenOptions};
 
 /// The promise a [`BrokenEngine`] breaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +30,10 @@ pub enum Defect {
     /// A failed `fsync` is retried until it succeeds (PostgreSQL before 2018):
     /// on Linux the retry succeeds and the data is gone.
     RetriesFsync,
+    /// Does no I/O it reports: a write claims every byte without writing, a
+    /// read returns zeros (with the count a real read gives). Every suite must
+    /// catch it: a suite that only looks at what the engine says is blind.
+    FakesIo,
 }
 
 impl Defect {
@@ -42,6 +46,7 @@ impl Defect {
         Defect::SkipsDirFsync,
         Defect::SkipsFsync,
         Defect::RetriesFsync,
+        Defect::FakesIo,
     ];
 
     /// The control's engine name.
@@ -54,19 +59,22 @@ impl Defect {
             Defect::SkipsDirFsync => "broken:skips-dir-fsync",
             Defect::SkipsFsync => "broken:skips-fsync",
             Defect::RetriesFsync => "broken:retries-fsync",
+            Defect::FakesIo => "broken:fakes-io",
         }
     }
 
-    /// The suite that must catch it.
-    pub fn caught_by(self) -> crate::Suite {
+    /// The suites that must catch it.
+    pub fn caught_by(self) -> &'static [crate::Suite] {
+        use crate::Suite;
         match self {
-            Defect::ClaimsFullWrites => crate::Suite::ShortIo,
-            Defect::SwallowsWriteErrors => crate::Suite::Errors,
-            Defect::MovesCursorOnReadAt => crate::Suite::Positioned,
-            Defect::TouchesBufferAfterCancel => crate::Suite::Cancel,
-            Defect::SkipsDirFsync => crate::Suite::AtomicReplace,
-            Defect::SkipsFsync => crate::Suite::Durability,
-            Defect::RetriesFsync => crate::Suite::Errors,
+            Defect::ClaimsFullWrites => &[Suite::ShortIo],
+            Defect::SwallowsWriteErrors => &[Suite::Errors],
+            Defect::MovesCursorOnReadAt => &[Suite::Positioned],
+            Defect::TouchesBufferAfterCancel => &[Suite::Cancel],
+            Defect::SkipsDirFsync => &[Suite::AtomicReplace],
+            Defect::SkipsFsync => &[Suite::Durability],
+            Defect::RetriesFsync => &[Suite::Errors],
+            Defect::FakesIo => Suite::ALL,
         }
     }
 }
@@ -157,6 +165,12 @@ impl<F: EngineFile> BrokenFile<F> {
     }
 }
 
+/// A read's result with its data replaced by zeros (the count kept).
+fn zeroed((result, mut buf): BufResult) -> BufResult {
+    buf.fill(0);
+    (result, buf)
+}
+
 impl<F: EngineFile> EngineFile for BrokenFile<F> {
     async fn read_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
         match self.defect {
@@ -169,16 +183,23 @@ impl<F: EngineFile> EngineFile for BrokenFile<F> {
                 (result, buf)
             }
             Defect::TouchesBufferAfterCancel => self.recycling_read(buf, offset).await,
+            Defect::FakesIo => zeroed(self.inner.read_at(buf, offset).await),
             _ => self.inner.read_at(buf, offset).await,
         }
     }
 
     async fn read(&self, buf: Vec<u8>) -> BufResult {
-        self.inner.read(buf).await
+        match self.defect {
+            Defect::FakesIo => zeroed(self.inner.read(buf).await),
+            _ => self.inner.read(buf).await,
+        }
     }
 
     async fn write_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
         let len = buf.len();
+        if self.defect == Defect::FakesIo {
+            return (Ok(len), buf);
+        }
         let (result, buf) = self.inner.write_at(buf, offset).await;
         match (self.defect, result) {
             (Defect::ClaimsFullWrites, Ok(_)) => (Ok(len), buf),
@@ -262,5 +283,13 @@ impl<E: Engine> Engine for BrokenEngine<E> {
 
     fn in_flight(&self) -> usize {
         self.inner.in_flight() + self.background.load(Ordering::SeqCst)
+    }
+
+    fn supports(&self, capability: Capability) -> bool {
+        self.inner.supports(capability)
+    }
+
+    fn unsupported_reason(&self, capability: Capability) -> Option<String> {
+        self.inner.unsupported_reason(capability)
     }
 }

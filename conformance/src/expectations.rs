@@ -4,11 +4,14 @@
 //!
 //! ```toml
 //! [[expect]]
-//! engine = "tokio-fs"
-//! suite = "positioned"
-//! status = "fail"
+//! engine = "tokio-fs"        # the engine's name as the matrix shows it
+//! suite = "positioned"       # a suite (`slowfs-conformance list`)
+//! status = "fail"            # pass, fail, unsupported, caught, inconclusive, timeout,
+//!                            # or several: "fail|pass" for a timing-dependent finding
 //! why = "tokio::fs has no pread: positioned reads are seek + read, which move the cursor"
 //! ```
+//!
+//! An unknown suite or status is an error (exit 2), so a typo cannot hide a cell.
 
 use std::path::Path;
 
@@ -22,7 +25,7 @@ pub struct Expectation {
     pub engine: String,
     /// The suite.
     pub suite: String,
-    /// The status the cell is expected to have (`fail`, `unsupported`, `pass`), or
+    /// The status the cell is expected to have (one of [`STATUSES`]), or
     /// several separated by `|` for a finding that depends on timing.
     pub status: String,
     /// Why (and a link to the library's issue, if any).
@@ -39,11 +42,50 @@ struct File {
 /// The expectations shipped with the suites (for the built-in engines).
 pub const BUILT_IN: &str = include_str!("../expectations.toml");
 
-/// Parses expectations from TOML text.
+/// The statuses a cell can have, as expectations files spell them.
+pub const STATUSES: &[&str] = &[
+    "pass",
+    "fail",
+    "unsupported",
+    "caught",
+    "inconclusive",
+    "timeout",
+];
+
+/// Parses expectations from TOML text. A suite or status that does not exist
+/// is an error naming the known ones (a typo must not silently expect nothing).
 pub fn parse(name: &str, text: &str) -> Result<Vec<Expectation>, String> {
-    toml::from_str::<File>(text)
+    let expect = toml::from_str::<File>(text)
         .map(|f| f.expect)
-        .map_err(|e| format!("{name}: {e}"))
+        .map_err(|e| format!("{name}: {e}"))?;
+    for (i, e) in expect.iter().enumerate() {
+        let at = || format!("{name}: [[expect]] #{} ({} x {})", i + 1, e.engine, e.suite);
+        if crate::Suite::from_name(&e.suite).is_none() {
+            return Err(format!(
+                "{}: unknown suite '{}' (known: {})",
+                at(),
+                e.suite,
+                crate::Suite::ALL
+                    .iter()
+                    .map(|s| s.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        for status in e.status.split('|').map(str::trim) {
+            if !STATUSES.contains(&status) {
+                return Err(format!(
+                    "{}: unknown status '{status}' (known: {}; several as \"fail|pass\")",
+                    at(),
+                    STATUSES.join(", ")
+                ));
+            }
+        }
+        if e.engine.trim().is_empty() {
+            return Err(format!("{}: `engine` is empty", at()));
+        }
+    }
+    Ok(expect)
 }
 
 /// Reads an expectations file.

@@ -24,7 +24,9 @@
 
 pub mod broken;
 pub mod expectations;
+pub mod isolation;
 pub mod model;
+pub mod progress;
 mod proptest_run;
 pub mod report;
 pub mod runner;
@@ -33,11 +35,12 @@ pub mod suites;
 use std::sync::Arc;
 use std::time::Instant;
 
-use harness::Engine;
-use serde::Serialize;
+use harness::{Capability, Engine};
+use serde::{Deserialize, Serialize};
 
 /// The suites, in matrix order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Suite {
     /// Positioned I/O against an in-memory model.
@@ -86,6 +89,23 @@ impl Suite {
         Suite::ALL.iter().copied().find(|s| s.name() == name)
     }
 
+    /// The capabilities the suite needs (besides `open` and `close`, which every
+    /// suite uses). An engine without one of them is `unsupported` in the suite.
+    pub fn requires(self) -> &'static [Capability] {
+        use Capability::*;
+        match self {
+            Suite::Positioned => &[
+                Positioned, ReadAt, WriteAt, ReadMany, WriteMany, Read, SetLen,
+            ],
+            Suite::ShortIo => &[ReadAt, WriteAt],
+            Suite::Cancel => &[ReadAt, WriteAt, Cancel],
+            Suite::Errors => &[ReadAt, WriteAt, Fsync],
+            Suite::Durability => &[WriteAt, Fsync, Fdatasync],
+            Suite::AtomicReplace => &[WriteAt, Fsync, Rename, SyncDir],
+            Suite::LoopLag => &[Read, Fsync, Lag],
+        }
+    }
+
     /// One line on what it checks.
     pub fn summary(self) -> &'static str {
         match self {
@@ -100,7 +120,9 @@ impl Suite {
     }
 }
 
-/// Knobs for a suite run.
+/// Knobs for a suite run. Build it from [`SuiteConfig::default`] and the
+/// setters (fields may be added in a minor release).
+#[non_exhaustive]
 #[derive(Debug, Clone)]
 pub struct SuiteConfig {
     /// Property cases per suite.
@@ -129,6 +151,30 @@ impl Default for SuiteConfig {
 }
 
 impl SuiteConfig {
+    /// Sets the property cases per suite.
+    pub fn cases(mut self, cases: u32) -> Self {
+        self.cases = cases;
+        self
+    }
+
+    /// Sets the seed.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Sets the extra slowfs profile.
+    pub fn profile(mut self, profile: Option<String>) -> Self {
+        self.profile = profile;
+        self
+    }
+
+    /// Sets loop-lag's bound (`None`: half of the injected delay).
+    pub fn lag_bound_ms(mut self, bound: Option<f64>) -> Self {
+        self.lag_bound_ms = bound;
+        self
+    }
+
     /// The loop-lag bound in force.
     pub fn lag_bound(&self) -> f64 {
         self.lag_bound_ms.unwrap_or(self.op_delay_ms as f64 / 2.0)
@@ -136,7 +182,8 @@ impl SuiteConfig {
 }
 
 /// What a suite found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "lowercase")]
 pub enum Verdict {
     /// Every case kept the promise.
@@ -148,10 +195,16 @@ pub enum Verdict {
         /// The minimal operation sequence, one step per line.
         trace: String,
     },
-    /// The engine cannot take part (e.g. it has no cancellable operations).
+    /// The engine cannot take part: it lacks capabilities the suite needs.
+    #[non_exhaustive]
     Unsupported {
-        /// Why.
+        /// Why, with the engine's own reasons where it gave them.
         reason: String,
+        /// The capabilities it lacks.
+        missing: Vec<Capability>,
+        /// Whether the engine said why it lacks every one of them (a cell that
+        /// is unsupported for no stated reason is unexpected in a run).
+        explained: bool,
     },
     /// The engine did too little of the work the suite requires for a verdict
     /// (never a pass): what it did, against what was needed.
@@ -159,6 +212,26 @@ pub enum Verdict {
         /// Why.
         reason: String,
     },
+}
+
+impl Verdict {
+    /// `Unsupported` for an engine that lacks `missing`, with its reasons.
+    pub fn unsupported<E: Engine>(engine: &E, missing: Vec<Capability>) -> Verdict {
+        let reasons: Vec<String> = missing
+            .iter()
+            .map(|cap| match engine.unsupported_reason(*cap) {
+                Some(why) => format!("{cap} ({why})"),
+                None => cap.to_string(),
+            })
+            .collect();
+        Verdict::Unsupported {
+            reason: format!("the engine has no {}", reasons.join(", ")),
+            explained: missing
+                .iter()
+                .all(|cap| engine.unsupported_reason(*cap).is_some()),
+            missing,
+        }
+    }
 }
 
 impl std::fmt::Display for Verdict {
@@ -176,14 +249,15 @@ impl std::fmt::Display for Verdict {
             Verdict::Fail { reason, trace } => {
                 write!(f, "FAIL: {reason}\nminimal trace:\n{trace}")
             }
-            Verdict::Unsupported { reason } => write!(f, "unsupported: {reason}"),
+            Verdict::Unsupported { reason, .. } => write!(f, "unsupported: {reason}"),
             Verdict::Inconclusive { reason } => write!(f, "inconclusive: {reason}"),
         }
     }
 }
 
 /// A suite run's result with its measurements.
-#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {
     /// The finding.
     pub verdict: Verdict,
@@ -216,7 +290,9 @@ impl Outcome {
                 None => format!("{} cases passed", self.cases),
             },
             Verdict::Fail { reason, trace } => format!("{reason}\nminimal trace:\n{trace}"),
-            Verdict::Unsupported { reason } | Verdict::Inconclusive { reason } => reason.clone(),
+            Verdict::Unsupported { reason, .. } | Verdict::Inconclusive { reason } => {
+                reason.clone()
+            }
         }
     }
 }
@@ -238,6 +314,18 @@ pub fn run_suite<E: Engine>(suite: Suite, engine: Arc<E>, config: &SuiteConfig) 
 
 fn run_suite_here<E: Engine>(suite: Suite, engine: Arc<E>, config: &SuiteConfig) -> Outcome {
     let start = Instant::now();
+    let missing: Vec<Capability> = [Capability::Open, Capability::Close]
+        .iter()
+        .chain(suite.requires())
+        .copied()
+        .filter(|cap| !engine.supports(*cap))
+        .collect();
+    if !missing.is_empty() {
+        return outcome(Verdict::unsupported(&*engine, missing), 0);
+    }
+    if let Err(failed) = suites::verify_io(&*engine, suite, config) {
+        return outcome(failed, 1);
+    }
     let mut outcome = match suite {
         Suite::Positioned => suites::positioned::run(engine, config),
         Suite::ShortIo => suites::short_io::run(engine, config),
@@ -258,6 +346,18 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("building a tokio runtime")
+}
+
+/// The outcome of a cell that could not run to a verdict (its process
+/// crashed, it could not start): a failure saying why.
+pub fn crashed_outcome(reason: String) -> Outcome {
+    outcome(
+        Verdict::Fail {
+            reason,
+            trace: String::new(),
+        },
+        0,
+    )
 }
 
 /// An outcome with no measurements yet.

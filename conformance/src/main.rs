@@ -1,13 +1,19 @@
 //! `slowfs-conformance`: run async file engines through the conformance suites on
-//! a slowfs it mounts itself, and print the matrix.
+//! a slowfs it mounts itself, and print the matrix. Each cell runs in a child
+//! process, so a cell can be timed out and a signal leaves nothing mounted.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use conformance::broken::Defect;
-use conformance::runner::{run_matrix, OWN_ENGINES};
-use conformance::{expectations, Suite, SuiteConfig};
+use conformance::expectations::{self, Expectation};
+use conformance::isolation::{run_isolated, CellEnd};
+use conformance::progress::Progress;
+use conformance::report::{Cell, Report, Stopped};
+use conformance::runner::{self, EngineSpec, OWN_ENGINES};
+use conformance::{Suite, SuiteConfig};
 use harness::ENGINE_NAMES;
 
 /// Property-based conformance suites for async file engines, on slowfs.
@@ -16,19 +22,28 @@ use harness::ENGINE_NAMES;
     version,
     about,
     after_help = "Exit status: 0 when every cell of our own engines passed (or does \
-    not apply), every negative control was caught and every third-party cell matched its expectation; \
-    1 otherwise; 2 on bad usage."
+    not apply, for a stated reason), every negative control was caught and every \
+    third-party cell matched its expectation; 1 otherwise (a failure, a timeout, an \
+    unsupported cell nobody explained, a run stopped early); 2 on bad usage (an \
+    unknown engine, suite or capability, a bad expectations file, two engines with \
+    one name); 128+N when stopped by signal N (after printing the partial report)."
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
+fn duration(text: &str) -> Result<Duration, String> {
+    fault_inject::parse_duration(text)
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run the matrix (default: every built-in engine, every suite, the negative controls).
     Run {
-        /// An engine to test (repeatable). See `list`.
+        /// An engine to test (repeatable): a built-in name, `cmd:COMMAND` (a
+        /// driver, docs/driver-protocol.md), or `LABEL=ENGINE` to show it as
+        /// LABEL. See `list`.
         #[arg(long = "engine")]
         engines: Vec<String>,
         /// A suite to run (repeatable). See `list`.
@@ -48,12 +63,21 @@ enum Command {
         /// operation is late by all of it; scheduler noise is not).
         #[arg(long)]
         lag_bound_ms: Option<f64>,
-        /// Known findings about third-party engines (TOML); added to the built-in ones.
+        /// Known findings about third-party engines (TOML, format in
+        /// `conformance/expectations.toml`); added to the built-in ones.
         #[arg(long)]
         expectations: Option<PathBuf>,
         /// Skip the negative controls.
         #[arg(long)]
         no_controls: bool,
+        /// Longest one cell may run (e.g. 90s, 5m); it is then killed and
+        /// reported `timeout`, and the engine's remaining cells are not run.
+        #[arg(long, default_value = "2m", value_parser = duration)]
+        cell_timeout: Duration,
+        /// Longest the whole run may take; then it stops, prints what it has
+        /// and fails.
+        #[arg(long, default_value = "30m", value_parser = duration)]
+        timeout: Duration,
         /// Write the matrix as JSON.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -61,34 +85,74 @@ enum Command {
         #[arg(long)]
         junit: Option<PathBuf>,
     },
-    /// List engines and suites.
+    /// List engines, suites and how to name a driver.
     List,
+    /// Run one cell and write its outcome as JSON (what `run` starts per cell).
+    #[command(hide = true)]
+    Cell {
+        #[arg(long)]
+        engine: String,
+        #[arg(long)]
+        suite: String,
+        #[arg(long)]
+        seed: u64,
+        #[arg(long)]
+        cases: u32,
+        #[arg(long)]
+        profile: Option<String>,
+        #[arg(long)]
+        lag_bound_ms: Option<f64>,
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: the signals wait for the code that cleans up.
+    let signals = slowfs::signals::block_termination();
     match Cli::parse().command {
         Command::List => {
-            println!("engines:");
-            for name in ENGINE_NAMES {
-                let kind = if OWN_ENGINES.contains(name) {
-                    "ours"
-                } else {
-                    "third-party"
-                };
-                println!("  {name:<34} {kind}");
-            }
-            for defect in Defect::ALL {
-                println!(
-                    "  {:<34} negative control for {}",
-                    defect.name(),
-                    defect.caught_by().name()
-                );
-            }
-            println!("suites:");
-            for suite in Suite::ALL {
-                println!("  {:<34} {}", suite.name(), suite.summary());
-            }
+            list();
             ExitCode::SUCCESS
+        }
+        Command::Cell {
+            engine,
+            suite,
+            seed,
+            cases,
+            profile,
+            lag_bound_ms,
+            out,
+        } => {
+            slowfs::signals::unblock_termination();
+            let Some(suite) = Suite::from_name(&suite) else {
+                eprintln!("slowfs-conformance cell: unknown suite '{suite}'");
+                return ExitCode::from(2);
+            };
+            let spec: EngineSpec = engine.parse().expect("infallible");
+            let planned = runner::plan(
+                &[runner::CheckedEngine {
+                    name: spec.source.clone(),
+                    spec,
+                    useless: false,
+                }],
+                &[suite],
+                false,
+            );
+            let config = SuiteConfig::default()
+                .cases(cases)
+                .seed(seed)
+                .profile(profile)
+                .lag_bound_ms(lag_bound_ms);
+            let outcome = runner::run_cell(&planned[0], &config);
+            let json = serde_json::to_vec(&outcome).expect("serializes");
+            match std::fs::write(&out, json) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("slowfs-conformance cell: writing {}: {e}", out.display());
+                    ExitCode::from(2)
+                }
+            }
         }
         Command::Run {
             engines,
@@ -99,9 +163,15 @@ fn main() -> ExitCode {
             lag_bound_ms,
             expectations: extra,
             no_controls,
+            cell_timeout,
+            timeout,
             json,
             junit,
         } => {
+            let usage = |message: String| {
+                eprintln!("slowfs-conformance: {message}");
+                ExitCode::from(2)
+            };
             let suites: Vec<Suite> = if suites.is_empty() {
                 Suite::ALL.to_vec()
             } else {
@@ -112,8 +182,14 @@ fn main() -> ExitCode {
                 {
                     Ok(s) => s,
                     Err(bad) => {
-                        eprintln!("slowfs-conformance: unknown suite '{bad}' (see `slowfs-conformance list`)");
-                        return ExitCode::from(2);
+                        return usage(format!(
+                            "unknown suite '{bad}' (known: {}; see `slowfs-conformance list`)",
+                            Suite::ALL
+                                .iter()
+                                .map(|s| s.name())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))
                     }
                 }
             };
@@ -123,61 +199,218 @@ fn main() -> ExitCode {
             } else {
                 engines
             };
-            let seed = seed.unwrap_or_else(|| std::process::id() as u64 ^ rand_seed());
             let mut known =
                 match expectations::parse("built-in expectations", expectations::BUILT_IN) {
                     Ok(k) => k,
-                    Err(e) => {
-                        eprintln!("slowfs-conformance: {e}");
-                        return ExitCode::from(2);
-                    }
+                    Err(e) => return usage(e),
                 };
-            if let Some(path) = extra {
-                match expectations::load(&path) {
-                    Ok(more) => known.extend(more),
-                    Err(e) => {
-                        eprintln!("slowfs-conformance: {e}");
-                        return ExitCode::from(2);
-                    }
+            let mut theirs = Vec::new();
+            if let Some(path) = &extra {
+                match expectations::load(path) {
+                    Ok(more) => theirs = more,
+                    Err(e) => return usage(e),
                 }
             }
-            let config = SuiteConfig {
-                cases,
-                seed,
-                lag_bound_ms,
-                profile,
-                ..SuiteConfig::default()
+            let specs: Vec<EngineSpec> = engines
+                .iter()
+                .map(|e| e.parse().expect("infallible"))
+                .collect();
+            eprintln!(
+                "slowfs-conformance: starting {} engine(s) to read their handshakes",
+                specs.len()
+            );
+            let checked = match runner::preflight(&specs) {
+                Ok(c) => c,
+                Err(e) => return usage(e),
             };
-            eprintln!("slowfs-conformance: seed {seed} (pass --seed {seed} to replay)");
-            let report = run_matrix(&engines, &suites, controls, &config, &known, |cell| {
+            for e in &theirs {
+                if !checked.iter().any(|c| c.name == e.engine) {
+                    eprintln!(
+                        "slowfs-conformance: note: {} expects engine '{}', which is not in this run (engines here: {})",
+                        extra.as_ref().expect("loaded").display(),
+                        e.engine,
+                        checked.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+                    );
+                }
+            }
+            known.extend(theirs);
+            for engine in checked.iter().filter(|c| c.useless) {
                 eprintln!(
-                    "  {:<16} {:<36} {:?} ({:.1}s)",
-                    cell.suite, cell.engine, cell.status, cell.seconds
+                    "slowfs-conformance: engine '{}' ({}) declares none of the capabilities any suite needs: every cell will be unsupported and the run fails",
+                    engine.name, engine.spec
                 );
-            });
+            }
+            let seed = seed.unwrap_or_else(|| std::process::id() as u64 ^ rand_seed());
+            let config = SuiteConfig::default()
+                .cases(cases)
+                .seed(seed)
+                .profile(profile)
+                .lag_bound_ms(lag_bound_ms);
+            let planned = runner::plan(&checked, &suites, controls);
+            eprintln!(
+                "slowfs-conformance: seed {seed} (pass --seed {seed} to replay); {} cells, at most {} each, {} in all",
+                planned.len(),
+                fault_inject::DisplayDuration(cell_timeout),
+                fault_inject::DisplayDuration(timeout)
+            );
+            let report = run(&planned, &config, &known, cell_timeout, timeout, &signals);
             print!("{}", report.render());
             if let Some(path) = json {
                 if let Err(e) = std::fs::write(
                     &path,
                     serde_json::to_string_pretty(&report).expect("serializes"),
                 ) {
-                    eprintln!("slowfs-conformance: writing {}: {e}", path.display());
-                    return ExitCode::from(2);
+                    return usage(format!("writing {}: {e}", path.display()));
                 }
             }
             if let Some(path) = junit {
                 if let Err(e) = std::fs::write(&path, report.junit()) {
-                    eprintln!("slowfs-conformance: writing {}: {e}", path.display());
-                    return ExitCode::from(2);
+                    return usage(format!("writing {}: {e}", path.display()));
                 }
             }
-            if report.ok() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
+            match &report.stopped {
+                Some(Stopped { by, .. }) if by.starts_with("SIG") => {
+                    let signo = match by.as_str() {
+                        "SIGINT" => 2,
+                        "SIGHUP" => 1,
+                        _ => 15,
+                    };
+                    ExitCode::from(128 + signo)
+                }
+                _ if report.ok() => ExitCode::SUCCESS,
+                _ => ExitCode::FAILURE,
             }
         }
     }
+}
+
+/// Runs the planned cells one at a time, each in a child process.
+fn run(
+    planned: &[runner::PlannedCell],
+    config: &SuiteConfig,
+    known: &[Expectation],
+    cell_timeout: Duration,
+    run_timeout: Duration,
+    signals: &nix::sys::signal::SigSet,
+) -> Report {
+    let exe = std::env::current_exe().expect("this program's path");
+    let mut report = Report::new(config.seed);
+    let mut progress = Progress::new(planned.len());
+    let started = Instant::now();
+    let mut timed_out: Vec<(String, String)> = Vec::new();
+    for (index, cell) in planned.iter().enumerate() {
+        progress.start(index, cell);
+        let left = run_timeout.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            report.stopped = Some(Stopped {
+                by: format!(
+                    "the run's time limit ({})",
+                    fault_inject::DisplayDuration(run_timeout)
+                ),
+                planned: planned.len(),
+            });
+            break;
+        }
+        let result = if let Some((_, suite)) =
+            timed_out.iter().find(|(e, _)| *e == cell.engine.name)
+        {
+            let mut c = Cell::timed_out(
+                cell,
+                0.0,
+                format!("not run: this engine's {suite} cell timed out"),
+                config,
+            );
+            runner::expect(&mut c, known);
+            c
+        } else {
+            let limit = cell_timeout.min(left);
+            let begun = Instant::now();
+            let end = run_isolated(&exe, cell, config, limit, signals, |ran| {
+                progress.running(index, cell, ran, limit)
+            });
+            let seconds = begun.elapsed().as_secs_f64();
+            match end {
+                Ok(CellEnd::Finished(outcome)) => runner::judge(cell, outcome, config, known),
+                Ok(CellEnd::TimedOut) => {
+                    timed_out.push((cell.engine.name.clone(), cell.suite.name().to_string()));
+                    let mut c = Cell::timed_out(
+                        cell,
+                        seconds,
+                        format!(
+                            "did not finish in {} (--cell-timeout); killed, with its driver and mounts",
+                            fault_inject::DisplayDuration(limit)
+                        ),
+                        config,
+                    );
+                    runner::expect(&mut c, known);
+                    c
+                }
+                Ok(CellEnd::Signalled(signal)) => {
+                    eprintln!("\nslowfs-conformance: {signal}: stopped the running cell, unmounted its slowfs");
+                    report.stopped = Some(Stopped {
+                        by: signal.as_str().to_string(),
+                        planned: planned.len(),
+                    });
+                    break;
+                }
+                Ok(CellEnd::Crashed(why)) => runner::judge(
+                    cell,
+                    conformance::crashed_outcome(format!("the cell's process crashed: {why}")),
+                    config,
+                    known,
+                ),
+                Err(e) => runner::judge(
+                    cell,
+                    conformance::crashed_outcome(format!("cannot run the cell: {e}")),
+                    config,
+                    known,
+                ),
+            }
+        };
+        progress.done(index, cell, &result);
+        report.cells.push(result);
+    }
+    report
+}
+
+fn list() {
+    println!("engines:");
+    for name in ENGINE_NAMES {
+        let kind = if OWN_ENGINES.contains(name) {
+            "ours"
+        } else {
+            "built-in, third-party library"
+        };
+        println!("  {name:<34} {kind}");
+    }
+    println!(
+        "  {:<34} a driver in another process speaking docs/driver-protocol.md, e.g.\n  {:<34} --engine 'cmd:python3 drivers/python/slowfs_driver.py --lib aiofiles'",
+        "cmd:COMMAND", ""
+    );
+    println!(
+        "  {:<34} shows ENGINE as LABEL (two drivers that give the same name)",
+        "LABEL=ENGINE"
+    );
+    for defect in Defect::ALL {
+        println!(
+            "  {:<34} negative control for {}",
+            defect.name(),
+            defect
+                .caught_by()
+                .iter()
+                .map(|s| s.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    println!("suites:");
+    for suite in Suite::ALL {
+        println!("  {:<34} {}", suite.name(), suite.summary());
+    }
+    println!(
+        "capabilities (a driver's handshake declares them): {}",
+        harness::Capability::known_names()
+    );
 }
 
 fn rand_seed() -> u64 {

@@ -3,10 +3,14 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use crate::runner::PlannedCell;
+use crate::{Outcome, SuiteConfig};
 
 /// A cell's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// The engine kept the promise.
@@ -19,22 +23,36 @@ pub enum Status {
     Caught,
     /// Too little work was done for a verdict (never counts as a pass).
     Inconclusive,
+    /// The cell did not finish within its time limit (or was not run because
+    /// an earlier cell of its engine did not): never a pass.
+    Timeout,
 }
 
 impl Status {
-    fn label(self) -> &'static str {
+    /// The status as expectations files and JSON spell it.
+    pub fn name(self) -> &'static str {
         match self {
             Status::Pass => "pass",
-            Status::Fail => "FAIL",
+            Status::Fail => "fail",
             Status::Unsupported => "unsupported",
             Status::Caught => "caught",
             Status::Inconclusive => "inconclusive",
+            Status::Timeout => "timeout",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Status::Fail => "FAIL",
+            Status::Timeout => "TIMEOUT",
+            other => other.name(),
         }
     }
 }
 
 /// One (suite, engine) result.
-#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cell {
     /// Engine name.
     pub engine: String,
@@ -64,19 +82,92 @@ pub struct Cell {
     pub p99_lag_ms: Option<f64>,
 }
 
+impl Cell {
+    /// A cell for `planned` with `status`, carrying the outcome's measurements;
+    /// no expectation applied yet.
+    pub fn new(
+        planned: &PlannedCell,
+        status: Status,
+        outcome: &Outcome,
+        config: &SuiteConfig,
+    ) -> Cell {
+        Cell {
+            engine: planned.engine.name.clone(),
+            suite: planned.suite.name().to_string(),
+            status,
+            cases: outcome.cases,
+            seconds: outcome.seconds,
+            detail: outcome.detail(),
+            replay: planned.replay(config),
+            expected: None,
+            unexpected: None,
+            max_lag_ms: outcome.max_lag_ms,
+            p99_lag_ms: outcome.p99_lag_ms,
+        }
+    }
+
+    /// A cell that did not finish: `timeout`, with what happened.
+    pub fn timed_out(
+        planned: &PlannedCell,
+        seconds: f64,
+        detail: String,
+        config: &SuiteConfig,
+    ) -> Cell {
+        Cell {
+            engine: planned.engine.name.clone(),
+            suite: planned.suite.name().to_string(),
+            status: Status::Timeout,
+            cases: 0,
+            seconds,
+            unexpected: Some(detail.clone()),
+            detail,
+            replay: planned.replay(config),
+            expected: None,
+            max_lag_ms: None,
+            p99_lag_ms: None,
+        }
+    }
+}
+
 /// A whole run.
-#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     /// The run seed.
     pub seed: u64,
     /// Every cell.
     pub cells: Vec<Cell>,
+    /// Set when the run was stopped before every cell ran (a signal, or the
+    /// run's time limit): why, and how many cells were planned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stopped>,
+}
+
+/// Why a run ended early.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Stopped {
+    /// What stopped it (`SIGINT`, `SIGTERM`, `run timeout after 30m`).
+    pub by: String,
+    /// Cells the run had planned.
+    pub planned: usize,
 }
 
 impl Report {
-    /// Whether the run is clean: nothing unexpected.
+    /// An empty report for a run with `seed`.
+    pub fn new(seed: u64) -> Report {
+        Report {
+            seed,
+            cells: Vec::new(),
+            stopped: None,
+        }
+    }
+
+    /// Whether the run is clean: it ran something, finished, and nothing was
+    /// unexpected.
     pub fn ok(&self) -> bool {
-        self.cells.iter().all(|c| c.unexpected.is_none())
+        !self.cells.is_empty()
+            && self.stopped.is_none()
+            && self.cells.iter().all(|c| c.unexpected.is_none())
     }
 
     /// The matrix and the details of every failure, for people.
@@ -165,15 +256,21 @@ impl Report {
         if !unsupported.is_empty() {
             let _ = writeln!(out, "\nunsupported:\n{}", unsupported.join("\n"));
         }
-        let _ = writeln!(
-            out,
-            "\n{}",
-            if self.ok() {
-                "result: as expected"
-            } else {
-                "result: UNEXPECTED cells (see above)"
+        let unexpected = self.cells.iter().filter(|c| c.unexpected.is_some()).count();
+        let result = match (&self.stopped, unexpected) {
+            _ if self.cells.is_empty() && self.stopped.is_none() => {
+                "result: NOTHING RAN (no cell was planned)".to_string()
             }
-        );
+            (Some(stopped), _) => format!(
+                "result: STOPPED by {} after {} of {} cells ({unexpected} unexpected so far): not a verdict",
+                stopped.by,
+                self.cells.len(),
+                stopped.planned
+            ),
+            (None, 0) => format!("result: as expected ({} cells)", self.cells.len()),
+            (None, n) => format!("result: {n} UNEXPECTED cell(s) of {} (see above)", self.cells.len()),
+        };
+        let _ = writeln!(out, "\n{result}");
         out
     }
 

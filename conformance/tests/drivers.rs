@@ -47,11 +47,7 @@ fn driver(lib: &str) -> String {
 fn setup(cases: u32, seed: u64) -> (std::sync::MutexGuard<'static, ()>, SuiteConfig) {
     let serial = serial();
     std::env::set_var("SLOWFS_DRIVER_TIMEOUT_MS", "3000");
-    let config = SuiteConfig {
-        cases,
-        seed,
-        ..SuiteConfig::default()
-    };
+    let config = SuiteConfig::default().cases(cases).seed(seed);
     (serial, config)
 }
 
@@ -66,7 +62,8 @@ fn python_libraries_match_their_expectations() {
         engines.push(driver(&format!("aiofile --caio {caio}")));
     }
     let (_serial, config) = setup(8, 5);
-    let report = run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {});
+    let report =
+        run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {}).expect("engines start");
     println!("{}", report.render());
     assert!(report.ok(), "{}", report.render());
     let status = |engine: &str, suite: &str| {
@@ -192,7 +189,8 @@ fn the_documented_minimal_driver_passes() {
     std::fs::write(&script, code).unwrap();
     let engine = format!("cmd:python3 {}", script.display());
     let (_serial, config) = setup(8, 3);
-    let report = run_matrix(&[engine], Suite::ALL, false, &config, &[], |_| {});
+    let report =
+        run_matrix(&[engine], Suite::ALL, false, &config, &[], |_| {}).expect("engines start");
     println!("{}", report.render());
     use conformance::report::Status::*;
     for cell in &report.cells {
@@ -231,7 +229,8 @@ fn node_apis_match_their_expectations() {
         })
         .collect();
     let (_serial, config) = setup(8, 5);
-    let report = run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {});
+    let report =
+        run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {}).expect("engines start");
     println!("{}", report.render());
     assert!(report.ok(), "{}", report.render());
     use conformance::report::Status::*;

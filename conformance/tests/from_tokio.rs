@@ -9,11 +9,7 @@ use harness::AnyEngine;
 #[tokio::test]
 async fn run_suite_works_inside_a_tokio_test() {
     let engine = Arc::new(AnyEngine::by_name("threadpool").expect("a built-in engine"));
-    let config = SuiteConfig {
-        cases: 4,
-        seed: 3,
-        ..SuiteConfig::default()
-    };
+    let config = SuiteConfig::default().cases(4).seed(3);
     let outcome = run_suite(Suite::Errors, engine, &config);
     assert_eq!(outcome.verdict, Verdict::Pass, "{}", outcome.verdict);
 }

@@ -41,7 +41,10 @@ class Heartbeat {
     if (reset) this.late = [];
     if (!late.length) return { samples: 0, p50_ms: 0, p99_ms: 0, max_ms: 0 };
     const pick = (q) => late[Math.min(late.length - 1, Math.floor(q * late.length))];
-    return { samples: late.length, p50_ms: pick(0.5), p99_ms: pick(0.99), max_ms: late.at(-1) };
+    return {
+      samples: late.length, p50_ms: pick(0.5), p99_ms: pick(0.99), max_ms: late.at(-1),
+      late_ms: late.filter((l) => l > 10),
+    };
   }
 }
 
@@ -182,6 +185,7 @@ send({
   version: PROTOCOL_VERSION,
   engine: lib.name,
   positioned: true,
+  loop_thread: process.pid, // the main thread, which runs the event loop
   capabilities: ["open", "read_at", "write_at", "read_many", "write_many", "read", "fsync",
     "fdatasync", "set_len", "metadata", "close", "rename", "remove_file", "create_dir",
     "sync_dir", "copy", "cancel", "lag"],

@@ -2,7 +2,7 @@
 """Negative-control drivers: deliberately broken engines that the conformance
 suites must catch. Each is the `to_thread` driver with one defect.
 
-    python3 controls.py --control ignore-cancel|blocking|failing-io|lost-errno
+    python3 controls.py --control ignore-cancel|blocking|failing-io|lost-errno|fake-io
 
   ignore-cancel  declares `cancel` and ignores it: the cancel suite must fail
                  (a cancelled request held by a hang stays unanswered)
@@ -11,6 +11,9 @@ suites must catch. Each is the `to_thread` driver with one defect.
                  inconclusive (no work done), never pass
   lost-errno     raises errors without an errno, like caio's C backends: the
                  errors suite must fail
+  fake-io        does no I/O it reports: a write claims every byte without
+                 writing, a read returns zeros (with a real read's count):
+                 every suite must fail
 """
 import argparse
 import asyncio
@@ -76,6 +79,19 @@ class LostErrno(slowfs_driver.ToThread):
         return await self._strip(super().fsync(fd))
 
 
+class FakeIo(slowfs_driver.ToThread):
+    name = "control-fake-io"
+
+    async def write_at(self, fd, offset, data):
+        return len(data)
+
+    async def read_at(self, fd, offset, n):
+        return bytes(len(await super().read_at(fd, offset, n)))
+
+    async def read(self, fd, n):
+        return bytes(len(await super().read(fd, n)))
+
+
 class IgnoreCancelLib(slowfs_driver.ToThread):
     name = "control-ignore-cancel"
 
@@ -85,6 +101,7 @@ CONTROLS = {
     "blocking": (slowfs_driver.Driver, Blocking),
     "failing-io": (slowfs_driver.Driver, FailingIo),
     "lost-errno": (slowfs_driver.Driver, LostErrno),
+    "fake-io": (slowfs_driver.Driver, FakeIo),
 }
 
 

@@ -15,6 +15,7 @@ import errno
 import json
 import os
 import sys
+import threading
 import time
 
 PROTOCOL_VERSION = 1
@@ -39,7 +40,8 @@ class Heartbeat:
         if not late:
             return {"samples": 0, "p50_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
         pick = lambda q: late[min(len(late) - 1, int(q * len(late)))]
-        return {"samples": len(late), "p50_ms": pick(0.5), "p99_ms": pick(0.99), "max_ms": late[-1]}
+        return {"samples": len(late), "p50_ms": pick(0.5), "p99_ms": pick(0.99), "max_ms": late[-1],
+                "late_ms": [l for l in late if l > 10]}
 
 
 def open_flags(req):
@@ -142,6 +144,11 @@ class Aiofiles:
 
     name = "aiofiles"
     positioned = False
+    unsupported = {
+        "positioned": "aiofiles has no positioned I/O: read_at/write_at are seek + read/write",
+        "read_many": "aiofiles has no batched reads",
+        "write_many": "aiofiles has no batched writes",
+    }
     capabilities = ["open", "read_at", "write_at", "read", "fsync", "fdatasync", "set_len",
                     "metadata", "close", "rename", "remove_file", "create_dir", "sync_dir",
                     "copy", "cancel", "lag"]
@@ -394,7 +401,9 @@ class Driver:
         beat = asyncio.create_task(self.heartbeat.run())
         self.send({"hello": "slowfs-driver", "version": PROTOCOL_VERSION,
                    "engine": "py:" + self.lib.name, "capabilities": self.lib.capabilities,
-                   "positioned": self.lib.positioned})
+                   "positioned": self.lib.positioned,
+                   "unsupported": getattr(self.lib, "unsupported", {}),
+                   "loop_thread": threading.get_native_id()})
         while True:
             line = await reader.readline()
             if not line:

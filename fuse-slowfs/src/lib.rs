@@ -28,6 +28,7 @@ pub mod limits;
 pub mod mount;
 pub mod mount_table;
 mod scheduler;
+pub mod signals;
 pub mod stats;
 pub mod sync_watch;
 pub mod tuning;

@@ -247,6 +247,17 @@ impl Mount {
         self.inner.stats.report(self.inner.plan.report())
     }
 
+    /// Starts keeping the requests thread `tid` issues (see [`Mount::waits_of`]).
+    pub fn watch_thread(&self, tid: u32) {
+        self.inner.stats.watch(tid)
+    }
+
+    /// The requests thread `tid` waited for since [`Mount::watch_thread`], each
+    /// with how long it was held; stops watching it.
+    pub fn waits_of(&self, tid: u32) -> Vec<crate::stats::Waited> {
+        self.inner.stats.unwatch(tid)
+    }
+
     /// Power loss now (strict crash model): the tree becomes its durable state and
     /// every handle opened before fails with EIO. Returns false without a crash model.
     pub fn crash(&self) -> bool {

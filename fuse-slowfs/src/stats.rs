@@ -46,6 +46,7 @@ pub struct Outcome {
 pub struct Stats {
     started: Instant,
     ops: Vec<OpStats>,
+    watch: CallerWatch,
 }
 
 impl Default for Stats {
@@ -53,11 +54,85 @@ impl Default for Stats {
         Stats {
             started: Instant::now(),
             ops: Op::ALL.iter().map(|_| OpStats::default()).collect(),
+            watch: CallerWatch::default(),
         }
     }
 }
 
+/// One request a watched thread waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Waited {
+    /// The operation.
+    pub op: Op,
+    /// From its arrival to its reply: how long the caller's syscall was held.
+    pub latency: Duration,
+    /// Whether a rule fired on it (a delay, a hang, ...).
+    pub faulted: bool,
+    /// Whether the thread itself was blocked waiting for the answer (seen from
+    /// its `/proc/TID/wchan` as the answer went out). A request submitted
+    /// asynchronously (Linux AIO or io_uring on a direct-I/O file) carries the
+    /// submitting thread's id, but that thread went on with its work.
+    pub blocked: bool,
+}
+
+/// Whether thread `tid` is asleep in FUSE, waiting for a request's answer.
+fn waiting_in_fuse(tid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{tid}/wchan"))
+        .is_ok_and(|wchan| wchan.contains("request_wait_answer") || wchan.starts_with("fuse"))
+}
+
+/// The requests of a few chosen threads, each with how long it waited: how a
+/// test tells that one particular thread (an event loop) waited for storage,
+/// exactly, instead of inferring it from timing. Costs nothing unwatched.
+#[derive(Debug, Default)]
+struct CallerWatch {
+    any: std::sync::atomic::AtomicBool,
+    waits: Mutex<std::collections::HashMap<u32, Vec<Waited>>>,
+}
+
+/// The most requests kept per watched thread.
+const WATCH_LIMIT: usize = 100_000;
+
 impl Stats {
+    /// Starts keeping the requests of thread `tid` (FUSE's caller id).
+    pub fn watch(&self, tid: u32) {
+        let mut waits = self.watch.waits.lock().unwrap();
+        waits.entry(tid).or_default();
+        self.watch.any.store(true, Ordering::SeqCst);
+    }
+
+    /// The requests thread `tid` waited for since [`Stats::watch`] (at most
+    /// 100,000, the first ones), and stops watching it.
+    pub fn unwatch(&self, tid: u32) -> Vec<Waited> {
+        let mut waits = self.watch.waits.lock().unwrap();
+        let kept = waits.remove(&tid).unwrap_or_default();
+        self.watch.any.store(!waits.is_empty(), Ordering::SeqCst);
+        kept
+    }
+
+    /// Records one finished request of thread `caller`, before its answer goes
+    /// out (so that a caller blocked on it is still blocked).
+    pub fn record_caller(&self, caller: u32, op: Op, latency: Duration, faulted: bool) {
+        if !self.watch.any.load(Ordering::Relaxed) {
+            return;
+        }
+        if !self.watch.waits.lock().unwrap().contains_key(&caller) {
+            return;
+        }
+        // Read outside the lock: /proc is slow next to a request.
+        let blocked = waiting_in_fuse(caller);
+        if let Some(waits) = self.watch.waits.lock().unwrap().get_mut(&caller) {
+            if waits.len() < WATCH_LIMIT {
+                waits.push(Waited {
+                    op,
+                    latency,
+                    faulted,
+                    blocked,
+                });
+            }
+        }
+    }
+
     /// Records one finished request.
     pub fn record(&self, op: Op, latency: Duration, outcome: Outcome, faulted: bool) {
         let stats = &self.ops[op as usize];

@@ -11,24 +11,46 @@ use std::time::{Duration, Instant};
 
 const USER: &str = "slowfs-test";
 
-/// Creates the test user if it does not exist; its uid.
+/// The test user's uid, creating the user once per test process: the tests here
+/// run in parallel, and two `useradd`s at once race for /etc/passwd's lock (the
+/// loser fails, or a test runs as a uid fusermount3 cannot name yet).
 fn test_user() -> u32 {
+    static UID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UID.get_or_init(create_test_user)
+}
+
+fn create_test_user() -> u32 {
     let lookup = || {
-        let out = Command::new("id").args(["-u", USER]).output().unwrap();
+        let out = Command::new("getent")
+            .args(["passwd", USER])
+            .output()
+            .unwrap();
         String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse::<u32>()
-            .ok()
+            .split(':')
+            .nth(2)
+            .and_then(|uid| uid.trim().parse::<u32>().ok())
     };
     if let Some(uid) = lookup() {
         return uid;
     }
-    let status = Command::new("useradd")
-        .args(["--no-create-home", "--shell", "/bin/sh", USER])
-        .status()
-        .expect("useradd (this test runs as root and creates its user)");
-    assert!(status.success() || lookup().is_some(), "useradd failed");
-    lookup().unwrap()
+    // Another process (a second test binary) may be adding it too: retry while
+    // /etc/passwd is locked, and accept its user when it wins.
+    for _ in 0..50 {
+        let out = Command::new("useradd")
+            .args(["--no-create-home", "--shell", "/bin/sh", USER])
+            .output()
+            .expect("useradd (this test runs as root and creates its user)");
+        if let Some(uid) = lookup() {
+            return uid;
+        }
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("lock"),
+            "useradd {USER} failed: {}",
+            text(&out)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("useradd {USER}: /etc/passwd stayed locked for 5 s");
 }
 
 /// Runs `script` as the test user in a private mount namespace where /dev/fuse is

@@ -9,6 +9,8 @@ use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::Capability;
+
 /// A result with the buffer handed back: `(bytes moved or error, buffer)`.
 pub type BufResult = (io::Result<usize>, Vec<u8>);
 
@@ -86,13 +88,22 @@ impl OpenOptions {
 }
 
 /// What `metadata` reports.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Metadata {
     /// Size in bytes.
     pub len: u64,
 }
 
+impl Metadata {
+    /// Metadata of a file of `len` bytes.
+    pub fn new(len: u64) -> Metadata {
+        Metadata { len }
+    }
+}
+
 /// How an engine answered an operation after its caller dropped it.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelAnswer {
     /// No answer yet: the operation is still in flight in the engine.
@@ -262,12 +273,26 @@ pub trait Engine: Send + Sync + 'static {
         0
     }
 
-    /// Whether the engine has an operation (`read_at`, `write_at`, `read_many`,
-    /// `fsync`, `cancel`, ...; `positioned`: read_at/write_at are real positioned
-    /// I/O, not seek + read/write). Suites that need a missing one report
-    /// "unsupported" instead of failing.
-    fn supports(&self, _op: &str) -> bool {
+    /// Whether the engine has a capability. Suites that need a missing one
+    /// report "unsupported" instead of failing; the runner counts such a cell as
+    /// expected only where the engine says why ([`Engine::unsupported_reason`])
+    /// or an expectations file lists it.
+    fn supports(&self, _capability: Capability) -> bool {
         true
+    }
+
+    /// Why the engine lacks `capability` (shown in the report), for one it does
+    /// not support; `None` when it gives no reason.
+    fn unsupported_reason(&self, _capability: Capability) -> Option<String> {
+        None
+    }
+
+    /// For engines that run their own event loop in another process (drivers):
+    /// the loop thread's kernel thread id, so that loop-lag can tell a request
+    /// the loop itself waited for. `None` for in-process engines, whose loop is
+    /// the caller's runtime thread.
+    fn own_loop_thread(&self) -> Option<u32> {
+        None
     }
 
     /// For engines that answer a cancel explicitly (out-of-process drivers): how

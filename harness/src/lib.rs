@@ -23,9 +23,11 @@
 #![deny(missing_docs)]
 
 pub mod backend;
+pub mod capability;
 pub mod engine;
 pub mod lag;
 pub mod mount;
 
 pub use backend::{AnyEngine, AnyFile, ENGINE_NAMES};
+pub use capability::{Capability, UnknownCapability};
 pub use engine::{BufResult, CancelAnswer, Engine, EngineFile, Metadata, OpenOptions};

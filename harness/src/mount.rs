@@ -141,6 +141,17 @@ impl SlowMount {
         self.mount().stats()
     }
 
+    /// Starts keeping the requests thread `tid` issues (see [`SlowMount::waits_of`]).
+    pub fn watch_thread(&self, tid: u32) {
+        self.mount().watch_thread(tid)
+    }
+
+    /// The requests thread `tid` waited for since [`SlowMount::watch_thread`],
+    /// each with how long it was held; stops watching it.
+    pub fn waits_of(&self, tid: u32) -> Vec<slowfs::stats::Waited> {
+        self.mount().waits_of(tid)
+    }
+
     /// What the mount has recorded, over the initial tree: the input of the
     /// durability model. Empty on a mount that does not record.
     pub fn log(&self) -> Log {

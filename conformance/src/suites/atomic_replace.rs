@@ -20,13 +20,9 @@ const STATES_PER_POINT: usize = 64;
 
 /// Runs the suite.
 pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
-    if let Err(unsupported) = super::require(&*engine, &["write_at", "fsync", "rename", "sync_dir"])
-    {
-        return unsupported;
-    }
     let mount = match super::recording_mount(config) {
         Ok(m) => m,
-        Err(outcome) => return outcome,
+        Err(verdict) => return crate::outcome(verdict, 0),
     };
     let rt = crate::runtime();
     let n = AtomicU64::new(0);

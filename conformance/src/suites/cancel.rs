@@ -71,16 +71,19 @@ fn fds() -> Vec<String> {
 
 /// Runs the suite.
 pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
-    if let Err(unsupported) = super::require(&*engine, &["read_at", "write_at", "cancel"]) {
-        return unsupported;
-    }
     let mount = match mount(config, &[]) {
         Ok(m) => m,
-        Err(outcome) => return outcome,
+        Err(verdict) => return outcome(verdict, 0),
     };
     let rt = crate::runtime();
     if let Some(reason) = rt.block_on(cannot_cancel(&*engine, &mount)) {
-        return outcome(Verdict::Unsupported { reason }, 1);
+        return outcome(
+            Verdict::Fail {
+                reason: format!("the engine declares `cancel`, but {reason}"),
+                trace: "  read_at 5 bytes, delayed 500 ms by slowfs, dropped after 20 ms: the drop waited for the read".into(),
+            },
+            1,
+        );
     }
     let n = AtomicU64::new(0);
     check(
@@ -118,7 +121,7 @@ async fn cannot_cancel<E: Engine>(engine: &E, mount: &harness::mount::SlowMount)
     mount.clear(Some(rule));
     let _ = file.close().await;
     (waited >= Duration::from_millis(400)).then(|| {
-        "operations cannot be cancelled: they run to completion on the runtime thread".to_string()
+        "its operations cannot be cancelled: they run to completion on the runtime thread (declare no `cancel`, with the reason)".to_string()
     })
 }
 
@@ -183,15 +186,26 @@ async fn one_case<E: Engine>(
         .await
         .map_err(|e| e.to_string())?;
     let cancel_after = Duration::from_millis(c.cancel_after_ms);
-    let dropped = if c.write {
+    // What an operation that finished before its cancel reported, to check
+    // against the file: (result, the buffer it read into).
+    let finished = if c.write {
         tokio::time::timeout(cancel_after, file.write_at(vec![NEW; c.len], 0))
             .await
-            .is_err()
+            .ok()
     } else {
         tokio::time::timeout(cancel_after, file.read_at(vec![0; c.len], 0))
             .await
-            .is_err()
+            .ok()
     };
+    let dropped = finished.is_none();
+    if let Some((Ok(n), buf)) = &finished {
+        ensure(
+            c.write || buf[..(*n).min(buf.len())].iter().all(|b| *b == OLD),
+            || {
+                format!("read_at reported {n} bytes, and they are not the file's: the engine does not do the I/O it reports")
+            },
+        )?;
+    }
     let answer = if dropped {
         cancel_answer(engine, c.hang).await
     } else {
@@ -250,6 +264,11 @@ async fn one_case<E: Engine>(
         ensure(bytes[c.len..].iter().all(|b| *b == OLD), || {
             "bytes outside the cancelled write's range changed".into()
         })?;
+        if let Some((Ok(n), _)) = &finished {
+            ensure(bytes[..(*n).min(c.len)].iter().all(|b| *b == NEW), || {
+                format!("write_at reported {n} bytes written (it finished before the cancel), and they are not in the file: the engine does not do the I/O it reports")
+            })?;
+        }
         ensure(
             answer != Some(CancelAnswer::Cancelled) || bytes[..c.len].iter().all(|b| *b == OLD),
             || {
@@ -257,8 +276,14 @@ async fn one_case<E: Engine>(
             },
         )?;
     }
-    let (result, _) = file.read_at(vec![0; 16], 0).await;
-    result.map_err(|e| format!("the engine failed after a cancel: {e}"))?;
+    let (result, buf) = file.read_at(vec![0; 16], 0).await;
+    let n = result.map_err(|e| format!("the engine failed after a cancel: {e}"))?;
+    ensure(
+        n > 0 && n <= 16 && buf[..n].iter().all(|b| *b == OLD || *b == NEW),
+        || {
+            format!("after the cancel, read_at of 16 bytes at 0 returned {n} bytes that are not the file's")
+        },
+    )?;
     file.close().await.map_err(|e| e.to_string())?;
     plain.close().await.map_err(|e| e.to_string())?;
     for _ in 0..200 {

@@ -36,12 +36,9 @@ fn step() -> impl Strategy<Value = Step> {
 
 /// Runs the suite.
 pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
-    if let Err(unsupported) = super::require(&*engine, &["write_at", "fsync", "fdatasync"]) {
-        return unsupported;
-    }
     let mount = match super::recording_mount(config) {
         Ok(m) => m,
-        Err(outcome) => return outcome,
+        Err(verdict) => return crate::outcome(verdict, 0),
     };
     let rt = crate::runtime();
     let n = AtomicU64::new(0);

@@ -149,20 +149,6 @@ impl SpreadOffset for (u64, usize, u8) {
 
 /// Runs the suite.
 pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
-    if let Err(unsupported) = super::require(
-        &*engine,
-        &[
-            "positioned",
-            "read_at",
-            "write_at",
-            "read_many",
-            "write_many",
-            "read",
-            "set_len",
-        ],
-    ) {
-        return unsupported;
-    }
     let mount = match mount(
         config,
         &[
@@ -171,7 +157,7 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
         ],
     ) {
         Ok(m) => m,
-        Err(outcome) => return outcome,
+        Err(verdict) => return crate::outcome(verdict, 0),
     };
     let rt = crate::runtime();
     let case = AtomicU64::new(0);

@@ -31,13 +31,14 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use compio::buf::BufResult as CompioResult;
 use compio::fs::File;
 use compio::io::{AsyncReadAt, AsyncWriteAt};
 use futures::channel::mpsc;
 use futures::StreamExt;
+use harness::lag::LagReport;
 use harness::{BufResult, Engine, EngineFile, Metadata, OpenOptions};
 
 /// An open file on the proxy thread, with the cursor compio's positioned-only
@@ -73,6 +74,26 @@ pub struct CompioEngine {
     jobs: mpsc::UnboundedSender<Job>,
     in_flight: Arc<AtomicUsize>,
     next_handle: Arc<AtomicU64>,
+    /// The proxy thread: compio's event loop, whose lag is the one that matters.
+    loop_thread: u32,
+    /// Lateness of each wake-up of a heartbeat on compio's loop (ms).
+    heartbeat: Arc<Mutex<Vec<f64>>>,
+}
+
+/// Sleeps 1 ms at a time on compio's loop and records how late it wakes: the
+/// loop-lag suite must measure compio's loop, not the caller's runtime.
+async fn heartbeat(late: Arc<Mutex<Vec<f64>>>) {
+    let tick = std::time::Duration::from_millis(1);
+    loop {
+        let start = std::time::Instant::now();
+        compio::time::sleep(tick).await;
+        let ms = start.elapsed().saturating_sub(tick).as_secs_f64() * 1000.0;
+        let mut late = late.lock().unwrap();
+        // About 15 minutes of beats between resets; later ones are not kept.
+        if late.len() < 1_000_000 {
+            late.push(ms);
+        }
+    }
 }
 
 impl CompioEngine {
@@ -80,12 +101,16 @@ impl CompioEngine {
     pub fn start() -> io::Result<CompioEngine> {
         let (jobs, mut queue) = mpsc::unbounded::<Job>();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let heartbeat_late: Arc<Mutex<Vec<f64>>> = Arc::default();
+        let late = Arc::clone(&heartbeat_late);
         std::thread::Builder::new()
             .name("compio-proxy".into())
             .spawn(move || {
                 let runtime = match compio::runtime::Runtime::new() {
                     Ok(rt) => {
-                        let _ = ready_tx.send(Ok(()));
+                        // SAFETY: gettid has no preconditions.
+                        let tid = unsafe { libc::gettid() } as u32;
+                        let _ = ready_tx.send(Ok(tid));
                         rt
                     }
                     Err(e) => {
@@ -94,6 +119,7 @@ impl CompioEngine {
                     }
                 };
                 runtime.block_on(async move {
+                    compio::runtime::spawn(heartbeat(late)).detach();
                     let table = Rc::new(Table::default());
                     // Ends when every engine handle is gone.
                     while let Some(job) = queue.next().await {
@@ -101,13 +127,15 @@ impl CompioEngine {
                     }
                 });
             })?;
-        ready_rx
+        let loop_thread = ready_rx
             .recv()
             .map_err(|_| io::Error::other("the compio proxy thread died starting"))??;
         Ok(CompioEngine {
             jobs,
             in_flight: Arc::default(),
             next_handle: Arc::new(AtomicU64::new(1)),
+            loop_thread,
+            heartbeat: heartbeat_late,
         })
     }
 
@@ -238,7 +266,7 @@ impl EngineFile for CompioFile {
     async fn metadata(&self) -> io::Result<Metadata> {
         self.with(|open| async move {
             let meta = open.file.metadata().await?;
-            Ok(Metadata { len: meta.len() })
+            Ok(Metadata::new(meta.len()))
         })
         .await
     }
@@ -346,5 +374,36 @@ impl Engine for CompioEngine {
 
     fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst)
+    }
+
+    fn own_loop_thread(&self) -> Option<u32> {
+        Some(self.loop_thread)
+    }
+
+    async fn own_loop_lag(&self, reset: bool) -> Option<LagReport> {
+        let mut late = {
+            let mut beats = self.heartbeat.lock().unwrap();
+            if reset {
+                std::mem::take(&mut *beats)
+            } else {
+                beats.clone()
+            }
+        };
+        late.sort_by(f64::total_cmp);
+        let pick =
+            |q: f64| late.get(((q * late.len() as f64) as usize).min(late.len().saturating_sub(1)));
+        let mut report = LagReport::new(
+            late.len() as u64,
+            pick(0.5).copied().unwrap_or(0.0),
+            pick(0.99).copied().unwrap_or(0.0),
+            late.last().copied().unwrap_or(0.0),
+        );
+        report.late_ms = Some(
+            late.iter()
+                .copied()
+                .filter(|ms| *ms > harness::lag::KEEP_LATE_OVER_MS)
+                .collect(),
+        );
+        Some(report)
     }
 }

@@ -12,7 +12,7 @@ use nix::sys::signal::{SigSet, Signal};
 use slowfs::control::{default_socket, request, Command as CtlCommand};
 use slowfs::{Mount, MountConfig};
 
-use super::signals::{self, block_termination, wait_unless, Terminal};
+use slowfs::signals::{self, block_termination, wait_unless, Terminal};
 
 /// How long `slowfs run` lets the command react to a forwarded termination signal
 /// before it releases the command's parked requests and kills its process group.

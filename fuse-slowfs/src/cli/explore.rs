@@ -15,8 +15,8 @@ use slowfs::explore::{
 };
 use slowfs::{Mount, MountConfig};
 
-use super::signals::block_termination;
 use super::ExploreArgs;
+use slowfs::signals::block_termination;
 
 /// Violation groups printed in full; `--json` has every violation.
 const GROUPS_SHOWN: usize = 20;

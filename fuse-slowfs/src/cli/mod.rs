@@ -2,7 +2,6 @@
 
 mod commands;
 mod explore;
-mod signals;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -281,6 +281,7 @@ impl Inner {
         let done = Done {
             reply,
             op,
+            caller,
             arrived,
             faulted: !verdict.is_clean(),
         };
@@ -348,6 +349,8 @@ impl<'a> Ask<'a> {
 pub(crate) struct Done<R> {
     reply: R,
     op: Op,
+    /// The requesting thread.
+    caller: u32,
     arrived: Instant,
     faulted: bool,
 }
@@ -355,9 +358,11 @@ pub(crate) struct Done<R> {
 impl<R: AnyReply> Done<R> {
     /// Records the request and hands back the reply to send.
     pub(crate) fn record(self, inner: &Inner, outcome: Outcome) -> R {
+        let latency = self.arrived.elapsed();
+        inner.stats.record(self.op, latency, outcome, self.faulted);
         inner
             .stats
-            .record(self.op, self.arrived.elapsed(), outcome, self.faulted);
+            .record_caller(self.caller, self.op, latency, self.faulted);
         self.reply
     }
 

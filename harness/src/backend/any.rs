@@ -10,6 +10,7 @@ use super::threadpool::{PoolFile, ThreadPoolEngine};
 use super::tokio_fs::{TokioFile, TokioFsEngine};
 use super::uring::{UringConfig, UringEngine, UringFile};
 use crate::engine::{BufResult, Engine, EngineFile, Metadata, OpenOptions};
+use crate::Capability;
 
 /// Names of the built-in engines, in the order the matrix shows them.
 pub const ENGINE_NAMES: &[&str] = &["uring", "aio", "threadpool", "tokio-fs", "blocking"];
@@ -181,8 +182,16 @@ impl Engine for AnyEngine {
         each_engine!(self, e => e.in_flight())
     }
 
-    fn supports(&self, op: &str) -> bool {
-        each_engine!(self, e => e.supports(op))
+    fn supports(&self, capability: Capability) -> bool {
+        each_engine!(self, e => e.supports(capability))
+    }
+
+    fn unsupported_reason(&self, capability: Capability) -> Option<String> {
+        each_engine!(self, e => e.unsupported_reason(capability))
+    }
+
+    fn own_loop_thread(&self) -> Option<u32> {
+        each_engine!(self, e => e.own_loop_thread())
     }
 
     fn last_cancel(&self) -> Option<crate::engine::CancelAnswer> {

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use super::{std_copy, std_open, std_sync_dir};
 use crate::engine::{BufResult, Engine, EngineFile, Metadata, OpenOptions};
+use crate::Capability;
 
 /// Blocking syscalls inside `async fn`s.
 #[derive(Debug, Default)]
@@ -64,6 +65,16 @@ impl Engine for BlockingEngine {
 
     fn name(&self) -> &str {
         "blocking"
+    }
+
+    fn supports(&self, capability: Capability) -> bool {
+        capability != Capability::Cancel
+    }
+
+    fn unsupported_reason(&self, capability: Capability) -> Option<String> {
+        (capability == Capability::Cancel).then(|| {
+            "operations run to completion on the runtime thread: a future cannot be dropped mid-flight".to_string()
+        })
     }
 
     async fn open(&self, path: &Path, options: &OpenOptions) -> io::Result<BlockingFile> {

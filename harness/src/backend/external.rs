@@ -7,7 +7,7 @@
 //! exits or prints something that is not a protocol line fails every pending and
 //! later request with what it printed on stderr.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -22,6 +22,7 @@ use tokio::sync::oneshot;
 
 use crate::engine::{BufResult, CancelAnswer, Engine, EngineFile, Metadata, OpenOptions};
 use crate::lag::LagReport;
+use crate::Capability;
 
 /// The protocol version this runner speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -40,10 +41,7 @@ type LastCancel = Arc<Mutex<Option<(u64, CancelAnswer)>>>;
 
 #[derive(Debug)]
 struct Driver {
-    name: String,
-    capabilities: HashSet<String>,
-    /// Whether read_at/write_at are true positioned I/O (not seek + read/write).
-    positioned: bool,
+    handshake: Handshake,
     stdin: Mutex<ChildStdin>,
     child: Mutex<Child>,
     pending: Pending,
@@ -51,6 +49,107 @@ struct Driver {
     dead: Arc<Mutex<Option<String>>>,
     next: AtomicU64,
     stderr: tempfile::NamedTempFile,
+}
+
+/// What a driver's first line declares.
+#[derive(Debug, Clone)]
+struct Handshake {
+    /// The library's name in the matrix and in expectations files.
+    engine: String,
+    /// What it can do; `positioned` unless it said `"positioned": false`.
+    capabilities: BTreeSet<Capability>,
+    /// Why it lacks a capability, where it says.
+    unsupported: BTreeMap<Capability, String>,
+    /// Its event loop's thread id, where it says (checked to be the driver's).
+    loop_thread: Option<u32>,
+}
+
+impl Handshake {
+    /// Reads a handshake; every capability name must be a known one. `driver_pid`
+    /// is the process the runner started: a declared loop thread must be one of
+    /// its threads or of its descendants'.
+    fn parse(hello: &Value, driver_pid: u32) -> Result<Handshake, String> {
+        let names = |field: &str, value: &Value| -> Result<Vec<(Capability, Value)>, String> {
+            let pairs: Vec<(String, Value)> = match value {
+                Value::Null => Vec::new(),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|c| match c.as_str() {
+                        Some(name) => Ok((name.to_string(), Value::Null)),
+                        None => Err(format!("`{field}` holds {c}, not a capability name")),
+                    })
+                    .collect::<Result<_, _>>()?,
+                Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                other => return Err(format!("`{field}` is {other}, not a list of names")),
+            };
+            pairs
+                .into_iter()
+                .map(|(name, value)| {
+                    name.parse::<Capability>()
+                        .map(|cap| (cap, value))
+                        .map_err(|e| format!("declares {e} in `{field}`"))
+                })
+                .collect()
+        };
+        let mut capabilities: BTreeSet<Capability> = names("capabilities", &hello["capabilities"])?
+            .into_iter()
+            .map(|(cap, _)| cap)
+            .collect();
+        if capabilities.contains(&Capability::ReadAt) && hello["positioned"] != Value::Bool(false) {
+            capabilities.insert(Capability::Positioned);
+        } else if hello["positioned"] == Value::Bool(false) {
+            capabilities.remove(&Capability::Positioned);
+        }
+        let unsupported = names("unsupported", &hello["unsupported"])?
+            .into_iter()
+            .map(|(cap, why)| (cap, why.as_str().unwrap_or_default().to_string()))
+            .collect();
+        let loop_thread = match &hello["loop_thread"] {
+            Value::Null => None,
+            tid => {
+                let tid = tid
+                    .as_u64()
+                    .and_then(|t| u32::try_from(t).ok())
+                    .ok_or_else(|| format!("`loop_thread` is {tid}, not a thread id"))?;
+                if !thread_of(tid, driver_pid) {
+                    return Err(format!(
+                        "declares `loop_thread` {tid}, which is no thread of the driver (pid {driver_pid}) or its children: send the event loop thread's id (Python: threading.get_native_id() on the loop's thread; Node: process.pid)"
+                    ));
+                }
+                Some(tid)
+            }
+        };
+        Ok(Handshake {
+            engine: hello["engine"].as_str().unwrap_or("external").to_string(),
+            capabilities,
+            unsupported,
+            loop_thread,
+        })
+    }
+}
+
+/// Whether thread `tid` belongs to process `ancestor` or to one of its descendants.
+fn thread_of(tid: u32, ancestor: u32) -> bool {
+    let field = |pid: u32, key: &str| -> Option<u32> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let Some(mut pid) = field(tid, "Tgid:") else {
+        return false;
+    };
+    for _ in 0..64 {
+        if pid == ancestor {
+            return true;
+        }
+        match field(pid, "PPid:") {
+            Some(parent) if parent > 1 => pid = parent,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// An out-of-process engine.
@@ -107,16 +206,7 @@ impl ExternalEngine {
                 hello["version"]
             )));
         }
-        let capabilities = hello["capabilities"]
-            .as_array()
-            .map(|caps| {
-                caps.iter()
-                    .filter_map(|c| c.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let name = hello["engine"].as_str().unwrap_or("external").to_string();
-        let positioned = hello["positioned"].as_bool().unwrap_or(true);
+        let handshake = Handshake::parse(&hello, child.id()).map_err(bad)?;
         let pending: Pending = Arc::default();
         let last_cancel: LastCancel = Arc::default();
         let dead = Arc::new(Mutex::new(None));
@@ -132,9 +222,7 @@ impl ExternalEngine {
         }
         Ok(ExternalEngine {
             driver: Arc::new(Driver {
-                name,
-                capabilities,
-                positioned,
+                handshake,
                 stdin: Mutex::new(stdin),
                 child: Mutex::new(child),
                 pending,
@@ -393,7 +481,7 @@ impl Engine for ExternalEngine {
     type File = ExternalFile;
 
     fn name(&self) -> &str {
-        &self.driver.name
+        &self.driver.handshake.engine
     }
 
     async fn open(&self, path: &Path, options: &OpenOptions) -> io::Result<ExternalFile> {
@@ -451,20 +539,29 @@ impl Engine for ExternalEngine {
         Some(last.map_or(CancelAnswer::Completed, |(_, answer)| answer))
     }
 
-    fn supports(&self, op: &str) -> bool {
-        match op {
-            "positioned" => self.driver.positioned,
-            op => self.driver.capabilities.contains(op),
-        }
+    fn supports(&self, capability: Capability) -> bool {
+        self.driver.handshake.capabilities.contains(&capability)
+    }
+
+    fn unsupported_reason(&self, capability: Capability) -> Option<String> {
+        self.driver.handshake.unsupported.get(&capability).cloned()
+    }
+
+    fn own_loop_thread(&self) -> Option<u32> {
+        self.driver.handshake.loop_thread
     }
 
     async fn own_loop_lag(&self, reset: bool) -> Option<LagReport> {
         let v = self.call("lag", json!({ "reset": reset })).await.ok()?;
-        Some(LagReport {
-            samples: v["samples"].as_u64().unwrap_or(0),
-            p50_ms: v["p50_ms"].as_f64().unwrap_or(0.0),
-            p99_ms: v["p99_ms"].as_f64().unwrap_or(0.0),
-            max_ms: v["max_ms"].as_f64().unwrap_or(0.0),
-        })
+        let mut report = LagReport::new(
+            v["samples"].as_u64().unwrap_or(0),
+            v["p50_ms"].as_f64().unwrap_or(0.0),
+            v["p99_ms"].as_f64().unwrap_or(0.0),
+            v["max_ms"].as_f64().unwrap_or(0.0),
+        );
+        report.late_ms = v["late_ms"]
+            .as_array()
+            .map(|late| late.iter().filter_map(Value::as_f64).collect());
+        Some(report)
     }
 }

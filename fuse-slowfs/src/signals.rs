@@ -1,5 +1,6 @@
-//! SIGINT/SIGTERM handling: the signals are blocked in every thread and waited for
-//! with sigwait, so a Ctrl-C always reaches the code that unmounts.
+//! SIGINT/SIGTERM handling for commands that must clean up: the signals are
+//! blocked in every thread and waited for with sigwait, so a Ctrl-C always
+//! reaches the code that unmounts.
 
 use nix::sys::signal::{signal, SigHandler, SigSet, Signal};
 
@@ -81,5 +82,21 @@ impl Drop for Terminal {
         if let Some(ours) = self.ours {
             let _ = nix::unistd::tcsetpgrp(std::io::stdin(), ours);
         }
+    }
+}
+
+/// Unblocks SIGINT, SIGTERM and SIGHUP in the calling thread: for a child about
+/// to `exec` (a blocked mask is inherited across exec), from `pre_exec`.
+/// Async-signal-safe.
+pub fn unblock_termination() {
+    // SAFETY: sigemptyset/sigaddset/pthread_sigmask on a local set are
+    // async-signal-safe and touch nothing else.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
     }
 }

@@ -54,9 +54,9 @@ status=0
 cargo test --workspace --release "$@" || status=$?
 
 # Every test unmounts what it mounted, also when it panics: check.
-if grep -q '^slowfs ' /proc/mounts; then
+if grep -q ' fuse.slowfs ' /proc/mounts; then
   say "slowfs mounts left behind:"
-  grep '^slowfs ' /proc/mounts >&2
+  grep ' fuse.slowfs ' /proc/mounts >&2
   exit 1
 fi
 exit "$status"

@@ -20,6 +20,26 @@
 //!     assert!(outcome.passed(), "{}: {}", suite.name(), outcome.detail());
 //! }
 //! ```
+//!
+//! # Stability (semver)
+//!
+//! The same policy as `harness`'s: [`Verdict`], [`Suite`],
+//! [`report::Status`] are `#[non_exhaustive]` (a new suite or verdict is a minor
+//! release: match with a `_` arm); [`SuiteConfig`], [`Outcome`],
+//! [`report::Cell`] and [`report::Report`] are `#[non_exhaustive]` structs
+//! (build a config with `SuiteConfig::default().cases(8).seed(5)`). The JSON
+//! report only gains fields within a major version.
+//!
+//! ```compile_fail,E0004
+//! fn passed(v: &conformance::Verdict) -> bool {
+//!     match v {
+//!         conformance::Verdict::Pass => true,
+//!         conformance::Verdict::Fail { .. } => false,
+//!         conformance::Verdict::Unsupported { .. } => false,
+//!         conformance::Verdict::Inconclusive { .. } => false,
+//!     }
+//! }
+//! ```
 #![deny(missing_docs)]
 
 pub mod broken;

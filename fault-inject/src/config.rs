@@ -159,6 +159,10 @@ fn table_to_rule_text(table: &toml::Table) -> Result<String, String> {
         match value {
             toml::Value::Boolean(true) => words.push(key.clone()),
             toml::Value::Boolean(false) => {}
+            // A glob is one word, spaces and all.
+            toml::Value::String(s) if key == "path" && !s.contains('"') => {
+                words.push(format!("{key}=\"{s}\""))
+            }
             toml::Value::String(s) => words.push(format!("{key}={s}")),
             toml::Value::Integer(i) => words.push(format!("{key}={i}")),
             toml::Value::Float(f) => words.push(format!("{key}={f}")),
@@ -189,6 +193,10 @@ mod tests {
                 [[rule]]
                 ops = "read"
                 hang = true
+                [[rule]]
+                ops = "write"
+                path = "my file ü"
+                error = "EIO"
                 "#,
             )
             .unwrap();
@@ -197,6 +205,7 @@ mod tests {
             "fsync delay=250ms",
             "read,write path=**/*.tmp delay=5ms..20ms p=0.5",
             "read hang",
+            r"write path=my\ file\ ü error=EIO",
         ] {
             from_strings.add_rule("--set", text).unwrap();
         }

@@ -145,17 +145,32 @@ impl fmt::Display for RuleError {
 impl std::error::Error for RuleError {}
 
 /// Splits a rule into words at spaces outside parentheses, with each word's byte offset.
+/// Splits a rule into words at whitespace, except inside parentheses
+/// (`lognormal(2ms, 0.5)`), after a backslash (`path=my\ file`) and inside
+/// quotes (`path="my file"`).
 fn words(text: &str) -> Vec<(usize, &str)> {
     let mut out = Vec::new();
     let mut depth = 0i32;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
     let mut start: Option<usize> = None;
     for (i, c) in text.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            _ => {}
-        }
-        if c.is_whitespace() && depth <= 0 {
+        let split = if escaped {
+            escaped = false;
+            false
+        } else {
+            match (c, quote) {
+                ('\\', _) => escaped = true,
+                (q, Some(open)) if q == open => quote = None,
+                (_, Some(_)) => {}
+                ('"' | '\'', None) => quote = Some(c),
+                ('(', None) => depth += 1,
+                (')', None) => depth -= 1,
+                _ => {}
+            }
+            c.is_whitespace() && depth <= 0 && quote.is_none()
+        };
+        if split {
             if let Some(s) = start.take() {
                 out.push((s, &text[s..i]));
             }
@@ -167,6 +182,19 @@ fn words(text: &str) -> Vec<(usize, &str)> {
         out.push((s, &text[s..]));
     }
     out
+}
+
+/// A glob as written in a rule: quotes around it removed (`"my file"`), and a
+/// backslash before a space dropped (globs escape other characters themselves).
+fn unquote_glob(value: &str) -> String {
+    let bytes = value.as_bytes();
+    if bytes.len() >= 2
+        && (bytes[0] == b'"' || bytes[0] == b'\'')
+        && bytes[bytes.len() - 1] == bytes[0]
+    {
+        return value[1..value.len() - 1].to_string();
+    }
+    value.replace("\\ ", " ")
 }
 
 /// Parses a probability in `[0, 1]`.
@@ -189,9 +217,18 @@ fn count(text: &str) -> Result<u64, String> {
 }
 
 fn byte_range(text: &str) -> Result<(u64, u64), String> {
-    if text == "0" {
-        // Spelled out on purpose: every matching read/write moves nothing.
+    if text == "0!" {
+        // Asked for in so many words: every matching read/write moves nothing.
         return Ok((0, 0));
+    }
+    if text == "0" || parse_size(text).is_ok_and(|n| n == 0) {
+        return Err(
+            "short=0 turns a correct program into a wrong one: every read returns \
+             0 bytes, a silent false end of file, and every write moves nothing, so write \
+             loops spin forever. For slow progress write short=1..512; to fail writes, \
+             error=ENOSPC; if 0-byte transfers are what you want to test, write short=0!"
+                .into(),
+        );
     }
     let (lo, hi) = text
         .split_once("..")
@@ -201,7 +238,7 @@ fn byte_range(text: &str) -> Result<(u64, u64), String> {
         return Err(format!(
             "range '{text}' starts at 0: a 0-byte read means end of file and a 0-byte \
              write makes write loops spin (write e.g. 1..{}; to make every read or write move \
-             nothing on purpose, write short=0)",
+             nothing on purpose, write short=0!)",
             hi.max(1)
         ));
     }
@@ -256,6 +293,7 @@ impl Builder {
         let value = value.unwrap_or("");
         let action = match known_key {
             "path" => {
+                let value = &unquote_glob(value);
                 if value.trim_start_matches('/').is_empty() {
                     return Err(bad(
                         "empty glob (to match every path, leave out path=; for the mount's \
@@ -571,6 +609,22 @@ mod tests {
     }
 
     #[test]
+    fn globs_with_spaces_parse_escaped_or_quoted_and_print_back() {
+        for text in [
+            r"read path=f\ ü error=EIO",
+            r#"read path="f ü" error=EIO"#,
+            "read path='f ü' error=EIO",
+        ] {
+            let rule = parse_rule(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let glob = rule.path.as_ref().unwrap();
+            assert!(glob.is_match("f ü"), "{text}");
+            assert!(!glob.is_match("f"), "{text}");
+            assert_eq!(rule.to_string(), r#"read path="f ü" error=EIO"#);
+            assert_eq!(parse_rule(&rule.to_string()).unwrap(), rule);
+        }
+    }
+
+    #[test]
     fn storage_that_lies_is_refused_where_it_cannot_apply() {
         for (text, says) in [
             (
@@ -593,7 +647,9 @@ mod tests {
     #[test]
     fn absurd_values_are_refused_with_the_fix() {
         for (text, offset, says) in [
-            ("write short=0..0", 6, "write short=0)"),
+            ("write short=0..0", 6, "write short=0!)"),
+            ("write short=0", 6, "write loops spin forever"),
+            ("read short=0", 5, "silent false end of file"),
             ("read path= error=EIO", 5, "leave out path="),
             (
                 "read delay=lognormal(2ms,1e308)",

@@ -50,6 +50,29 @@ impl Verdict {
     pub fn is_clean(&self) -> bool {
         self.fired.is_empty()
     }
+
+    /// The verdict for the kernel's own write-back of cached pages (mmap
+    /// stores, the writeback cache), which is no caller's write(2): the kernel
+    /// does not retry a short one and has no caller to hand an error to, so a
+    /// short count or an errno would silently drop data nobody was told about.
+    /// It keeps what makes storage slow (delays, throttles, hangs; the caller
+    /// of fsync, msync or close waits for them), a crash, and `lose` (data loss
+    /// the rule asks for by name); short counts and errors do not apply. To
+    /// fail a write-back the way Linux reports it, use `fsync error=EIO drop`.
+    ///
+    /// ```
+    /// use fault_inject::{FaultPlan, Op, parse_rule};
+    /// let rules = ["write short=1..8", "write delay=5ms"].map(|r| parse_rule(r).unwrap());
+    /// let plan = FaultPlan::new(1, rules);
+    /// let verdict = plan.decide(Op::Write, "f", 4096).for_write_back();
+    /// assert_eq!(verdict.effects.short_to, None);
+    /// assert_eq!(verdict.delay, std::time::Duration::from_millis(5));
+    /// ```
+    pub fn for_write_back(mut self) -> Verdict {
+        self.error = None;
+        self.effects.short_to = None;
+        self
+    }
 }
 
 /// A rule as the plan holds it, with its runtime state.
@@ -89,8 +112,96 @@ pub struct RuleReport {
 pub struct FaultPlan {
     seed: u64,
     start: Instant,
-    rules: RwLock<Arc<Vec<Arc<ActiveRule>>>>,
+    rules: RwLock<Arc<Rules>>,
     next_id: Mutex<u64>,
+}
+
+/// One version of the rule set, with an index built on first use: per
+/// operation, the rules without a path glob and one `GlobSet` of the rest, so
+/// a request is matched against the rules that can apply to it in one pass
+/// (10,000 rules on other paths or operations cost next to nothing).
+#[derive(Debug, Default)]
+struct Rules {
+    list: Vec<Arc<ActiveRule>>,
+    index: std::sync::OnceLock<Vec<OpIndex>>,
+}
+
+/// The rules that name one operation.
+#[derive(Debug)]
+struct OpIndex {
+    /// Positions (in `Rules::list`) of rules with no path glob.
+    everywhere: Vec<usize>,
+    /// The path globs of the others, and their positions.
+    globs: globset::GlobSet,
+    globbed: Vec<usize>,
+}
+
+impl Rules {
+    fn new(list: Vec<Arc<ActiveRule>>) -> Rules {
+        Rules {
+            list,
+            index: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, Arc<ActiveRule>> {
+        self.list.iter()
+    }
+
+    fn index(&self) -> &[OpIndex] {
+        self.index.get_or_init(|| self.build_index())
+    }
+
+    /// The rules matching `op` on `path`, in the order they were added.
+    fn matching(&self, op: Op, path: &str) -> Vec<&Arc<ActiveRule>> {
+        let index = &self.index()[op as usize];
+        let mut found = index.everywhere.clone();
+        if !index.globbed.is_empty() {
+            found.extend(
+                index
+                    .globs
+                    .matches(path)
+                    .into_iter()
+                    .map(|i| index.globbed[i]),
+            );
+            found.sort_unstable();
+        }
+        found.into_iter().map(|i| &self.list[i]).collect()
+    }
+
+    fn build_index(&self) -> Vec<OpIndex> {
+        Op::ALL
+            .iter()
+            .map(|&op| {
+                let mut everywhere = Vec::new();
+                let mut globbed = Vec::new();
+                let mut globs = globset::GlobSetBuilder::new();
+                for (i, active) in self.list.iter().enumerate() {
+                    if !active.rule.ops.contains(op) {
+                        continue;
+                    }
+                    match &active.rule.path {
+                        None => everywhere.push(i),
+                        Some(path) => {
+                            globs.add(path.glob().clone());
+                            globbed.push(i);
+                        }
+                    }
+                }
+                OpIndex {
+                    everywhere,
+                    globs: globs
+                        .build()
+                        .expect("globs that compiled one by one build a set"),
+                    globbed,
+                }
+            })
+            .collect()
+    }
 }
 
 impl FaultPlan {
@@ -99,7 +210,7 @@ impl FaultPlan {
         let plan = FaultPlan {
             seed,
             start: Instant::now(),
-            rules: RwLock::new(Arc::new(Vec::new())),
+            rules: RwLock::new(Arc::new(Rules::default())),
             next_id: Mutex::new(1),
         };
         for rule in rules {
@@ -152,23 +263,23 @@ impl FaultPlan {
             }),
         });
         let mut rules = self.rules.write().unwrap();
-        let mut next = Vec::clone(&rules);
+        let mut next = rules.list.clone();
         next.push(active);
-        *rules = Arc::new(next);
+        *rules = Arc::new(Rules::new(next));
         id
     }
 
     /// Removes one rule by id (`Some`) or every rule (`None`); returns how many went.
     pub fn clear(&self, id: Option<u64>) -> usize {
         let mut rules = self.rules.write().unwrap();
-        let before = rules.len();
+        let before = rules.list.len();
         let kept: Vec<_> = rules
             .iter()
             .filter(|r| id.is_some_and(|id| r.id != id))
             .cloned()
             .collect();
-        *rules = Arc::new(kept);
-        before - rules.len()
+        *rules = Arc::new(Rules::new(kept));
+        before - rules.list.len()
     }
 
     /// The rules in force, in the order they were added.
@@ -215,14 +326,19 @@ impl FaultPlan {
 
     /// Whether any rule in force names `op`.
     pub fn matches_op(&self, op: Op) -> bool {
-        self.current().iter().any(|r| r.rule.ops.contains(op))
+        let rules = self.current();
+        let index = rules.index();
+        !index[op as usize].everywhere.is_empty() || !index[op as usize].globbed.is_empty()
     }
 
     /// Whether any rule in force could touch reads or writes of `path`.
     pub fn touches_data_path(&self, path: &str) -> bool {
-        self.current().iter().any(|r| {
-            r.rule.touches_data_path()
-                && r.rule.path.as_ref().is_none_or(|glob| glob.is_match(path))
+        let rules = self.current();
+        [Op::Read, Op::Write].into_iter().any(|op| {
+            rules
+                .matching(op, path)
+                .iter()
+                .any(|r| r.rule.touches_data_path())
         })
     }
 
@@ -233,7 +349,7 @@ impl FaultPlan {
             .any(|r| matches!(r.rule.action, Action::Crash))
     }
 
-    fn current(&self) -> Arc<Vec<Arc<ActiveRule>>> {
+    fn current(&self) -> Arc<Rules> {
         Arc::clone(&self.rules.read().unwrap())
     }
 
@@ -246,7 +362,7 @@ impl FaultPlan {
             return verdict;
         }
         let now = self.start.elapsed().as_secs_f64();
-        for active in rules.iter().filter(|r| r.rule.matches(op, path)) {
+        for active in rules.matching(op, path) {
             let mut state = active.state.lock().unwrap();
             if !fires(&active.rule, &mut state, bytes) {
                 continue;

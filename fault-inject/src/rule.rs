@@ -226,6 +226,7 @@ pub struct Trigger {
 #[derive(Debug, Clone)]
 pub struct PathGlob {
     text: String,
+    glob: Glob,
     matcher: GlobMatcher,
 }
 
@@ -239,6 +240,7 @@ impl PathGlob {
         Ok(PathGlob {
             text: text.to_string(),
             matcher: glob.compile_matcher(),
+            glob,
         })
     }
 
@@ -250,6 +252,11 @@ impl PathGlob {
     /// The glob as written.
     pub fn as_str(&self) -> &str {
         &self.text
+    }
+
+    /// The compiled glob (for matching many at once in a `GlobSet`).
+    pub fn glob(&self) -> &Glob {
+        &self.glob
     }
 }
 
@@ -263,7 +270,11 @@ impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.ops)?;
         if let Some(path) = &self.path {
-            write!(f, " path={}", path.as_str())?;
+            match path.as_str() {
+                // Quoted so that the rule parses back as one word.
+                glob if glob.chars().any(char::is_whitespace) => write!(f, " path=\"{glob}\"")?,
+                glob => write!(f, " path={glob}")?,
+            }
         }
         match &self.action {
             Action::Delay { dist, spike } => {
@@ -273,7 +284,7 @@ impl fmt::Display for Rule {
                 }
             }
             Action::Error(errno) => write!(f, " error={}", errno_name(*errno))?,
-            Action::Short { min: 0, max: 0 } => write!(f, " short=0")?,
+            Action::Short { min: 0, max: 0 } => write!(f, " short=0!")?,
             Action::Short { min, max } => write!(f, " short={min}..{max}")?,
             Action::Throttle { rate, burst } => {
                 write!(f, " throttle={}/s", DisplaySize(*rate))?;

@@ -82,8 +82,11 @@ impl Response {
 
 /// Where the control socket of a mount at `mountpoint` lives, unless given explicitly:
 /// `$SLOWFS_RUNTIME_DIR`, else `/run/slowfs` for root, else `$XDG_RUNTIME_DIR/slowfs`,
-/// else `/tmp/slowfs-UID`; named after a hash of the canonical mountpoint.
-pub fn default_socket(mountpoint: &Path) -> PathBuf {
+/// else `/tmp/slowfs-UID`; named after a hash of the canonical mountpoint. Fails
+/// when that directory exists but is not private to this user (see
+/// [`check_private_dir`]): a socket in a directory another user can write to
+/// could be theirs, answering this user's commands.
+pub fn default_socket(mountpoint: &Path) -> std::io::Result<PathBuf> {
     let canonical = mountpoint
         .canonicalize()
         .unwrap_or_else(|_| mountpoint.to_path_buf());
@@ -91,7 +94,9 @@ pub fn default_socket(mountpoint: &Path) -> PathBuf {
     for byte in canonical.as_os_str().as_encoded_bytes() {
         hash = (hash ^ *byte as u64).wrapping_mul(0x100000001b3);
     }
-    runtime_dir().join(format!("{hash:016x}.sock"))
+    let dir = runtime_dir();
+    check_private_dir(&dir)?;
+    Ok(dir.join(format!("{hash:016x}.sock")))
 }
 
 fn runtime_dir() -> PathBuf {
@@ -109,10 +114,55 @@ fn runtime_dir() -> PathBuf {
     }
 }
 
+/// A runtime directory is safe when it is missing (it will be created 0700)
+/// or is a real directory (not a symlink) owned by this user that no one else
+/// can write to (so no one else can put a socket there).
+pub fn check_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(with_path(e, "checking", dir)),
+    };
+    // SAFETY: plain id query.
+    let uid = unsafe { libc::geteuid() };
+    let problem = if !meta.is_dir() {
+        Some("is not a directory (a symlink or a file)".to_string())
+    } else if meta.uid() != uid {
+        Some(format!(
+            "belongs to uid {}, not to you (uid {uid})",
+            meta.uid()
+        ))
+    } else if meta.mode() & 0o022 != 0 {
+        Some(format!(
+            "has mode {:o}: other users can create files in it",
+            meta.mode() & 0o7777
+        ))
+    } else {
+        None
+    };
+    match problem {
+        None => Ok(()),
+        Some(problem) => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "control socket directory {} {problem}; a socket there could be another user's, \
+                 answering your commands. Remove it (`rm -r {}`, if it is yours) or point \
+                 SLOWFS_RUNTIME_DIR (or XDG_RUNTIME_DIR) at a directory of your own with mode 0700",
+                dir.display(),
+                dir.display()
+            ),
+        )),
+    }
+}
+
 /// A running control server; stops and removes its socket on drop.
 #[derive(Debug)]
 pub struct ControlServer {
     path: PathBuf,
+    /// The socket file's (device, inode): removed on stop only if still ours.
+    inode: (u64, u64),
+    listener: Arc<UnixListener>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -135,62 +185,99 @@ impl Served {
     }
 }
 
-/// Makes `path` free for a new control socket: removes it when no daemon answers
-/// there (a killed daemon's leftover), waits up to `patience` for a daemon whose
-/// mount has already ended to go away, and refuses one that still serves a mount.
-pub fn claim_socket(path: &Path, patience: Duration) -> std::io::Result<()> {
-    let deadline = std::time::Instant::now() + patience;
-    loop {
-        if UnixStream::connect(path).is_err() {
-            // Nobody listens: a stale socket (or none at all).
-            let _ = std::fs::remove_file(path);
-            return Ok(());
+/// Makes `path` free for a new control socket. Only a socket may be replaced:
+/// one no daemon answers on (a killed daemon's leftover) is removed, and so is
+/// one whose daemon says its mount has ended (it is on its way out; the new
+/// mount takes the path over at once). A daemon that still serves a mount is
+/// refused, and so is anything at `path` that is not a socket.
+pub fn claim_socket(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(with_path(e, "checking", path)),
+    };
+    if !meta.file_type().is_socket() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!(
+                "{} exists and is not a socket: refusing to replace it; pass another --ctl-socket",
+                path.display()
+            ),
+        ));
+    }
+    if UnixStream::connect(path).is_err() {
+        // Nobody listens: a stale socket.
+        return remove_socket(path);
+    }
+    let info = request(path, &Command::Info).ok().filter(|r| r.ok);
+    let ended = info.as_ref().is_some_and(|r| {
+        r.data
+            .get("ended")
+            .and_then(|e| e.as_bool())
+            .unwrap_or(false)
+    });
+    if ended {
+        return remove_socket(path);
+    }
+    let who = info
+        .map(|r| r.message)
+        .unwrap_or_else(|| "another slowfs (busy)".into());
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        format!(
+            "control socket {} is in use by {who}; unmount that one first \
+             (`slowfs umount MOUNTPOINT`) or pass another --ctl-socket",
+            path.display()
+        ),
+    ))
+}
+
+fn remove_socket(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(with_path(e, "removing the stale socket", path))
         }
-        // No answer: a daemon on its way out (closing its socket); wait for it.
-        let info = request(path, &Command::Info).ok().filter(|r| r.ok);
-        let serving = info.as_ref().is_some_and(|r| {
-            !r.data
-                .get("ended")
-                .and_then(|e| e.as_bool())
-                .unwrap_or(false)
-        });
-        if serving || std::time::Instant::now() >= deadline {
-            let who = info
-                .map(|r| r.message)
-                .unwrap_or_else(|| "another slowfs".into());
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::AddrInUse,
-                format!(
-                    "control socket {} is in use by {who}; unmount that one first \
-                     (`slowfs umount MOUNTPOINT`) or pass another --ctl-socket",
-                    path.display()
-                ),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(10));
+        _ => Ok(()),
     }
 }
 
 /// Removes sockets in the runtime directory that no daemon listens on any more
-/// (left by daemons that were killed).
+/// (left by daemons that were killed). Touches nothing in a directory that is
+/// not private to this user.
 pub fn sweep_stale_sockets() {
-    let Ok(entries) = std::fs::read_dir(runtime_dir()) else {
+    let dir = runtime_dir();
+    if check_private_dir(&dir).is_err() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        if path.extension().is_some_and(|e| e == "sock") && UnixStream::connect(&path).is_err() {
+        let socket = entry
+            .file_type()
+            .is_ok_and(|t| std::os::unix::fs::FileTypeExt::is_socket(&t));
+        if socket
+            && path.extension().is_some_and(|e| e == "sock")
+            && UnixStream::connect(&path).is_err()
+        {
             let _ = std::fs::remove_file(&path);
         }
     }
 }
 
 impl ControlServer {
-    /// Creates the socket's directory (private) if it does not exist.
+    /// Creates the socket's directory, private (0700), if it does not exist.
     pub fn prepare_dir(path: &Path) -> std::io::Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
         if let Some(dir) = path.parent().filter(|dir| !dir.exists()) {
-            // A directory of our own making is private; an existing one is left as it is.
-            std::fs::create_dir_all(dir).map_err(|e| with_path(e, "creating", dir))?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| with_path(e, "creating", dir))?;
+            // The mode is masked by the umask: make sure.
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
                 .map_err(|e| with_path(e, "setting the mode of", dir))?;
         }
@@ -199,20 +286,25 @@ impl ControlServer {
 
     /// Listens on `path` (see [`claim_socket`]) for commands to the mount `served`.
     pub fn start(path: PathBuf, served: Served) -> std::io::Result<ControlServer> {
+        use std::os::unix::fs::MetadataExt;
         Self::prepare_dir(&path)?;
-        claim_socket(&path, Duration::from_secs(5))?;
+        claim_socket(&path)?;
         let listener = UnixListener::bind(&path).map_err(|e| with_path(e, "binding", &path))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
             .map_err(|e| with_path(e, "setting the mode of", &path))?;
+        let inode = std::fs::symlink_metadata(&path).map(|m| (m.dev(), m.ino()))?;
+        let listener = Arc::new(listener);
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
-            let stop = Arc::clone(&stop);
+            let (stop, listener) = (Arc::clone(&stop), Arc::clone(&listener));
             std::thread::Builder::new()
                 .name("slowfs-ctl".into())
-                .spawn(move || serve(listener, served, stop))?
+                .spawn(move || serve(&listener, served, stop))?
         };
         Ok(ControlServer {
             path,
+            inode,
+            listener,
             stop,
             thread: Some(thread),
         })
@@ -222,17 +314,31 @@ impl ControlServer {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Stops answering and gives the path up (removing the socket, unless a new
+    /// mount has taken it over): a mount at the same place can start at once.
+    pub fn stop(&mut self) {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept loop even when the socket file was deleted: a
+        // listening socket shut down makes accept(2) fail at once.
+        // SAFETY: shutdown(2) on a socket this server owns.
+        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let ours =
+            std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.inode);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 impl Drop for ControlServer {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop so it sees the flag.
-        let _ = UnixStream::connect(&self.path);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        let _ = std::fs::remove_file(&self.path);
+        self.stop();
     }
 }
 
@@ -240,29 +346,50 @@ fn with_path(e: std::io::Error, doing: &str, path: &Path) -> std::io::Error {
     std::io::Error::new(e.kind(), format!("{doing} {}: {e}", path.display()))
 }
 
-fn serve(listener: UnixListener, served: Served, stop: Arc<AtomicBool>) {
+fn serve(listener: &UnixListener, served: Served, stop: Arc<AtomicBool>) {
     let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let overflow = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for stream in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             return;
         }
-        let Ok(mut stream) = stream else { continue };
-        if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-            active.fetch_sub(1, Ordering::SeqCst);
-            let busy = Response::fail(format!(
-                "too many control connections (at most {MAX_CONNECTIONS} at once); close idle ones and retry"
-            ));
-            let _ = send(&mut stream, &busy);
+        let Ok(mut stream) = stream else {
+            // A shut-down listener fails every accept: do not spin.
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
             continue;
-        }
+        };
         let served = served.clone();
-        let active = Arc::clone(&active);
-        let spawned = std::thread::Builder::new()
-            .name("slowfs-ctl-conn".into())
-            .spawn(move || {
-                let _ = converse(stream, &served);
-                active.fetch_sub(1, Ordering::SeqCst);
-            });
+        let spawned = if active.fetch_add(1, Ordering::SeqCst) < MAX_CONNECTIONS {
+            let active = Arc::clone(&active);
+            std::thread::Builder::new()
+                .name("slowfs-ctl-conn".into())
+                .spawn(move || {
+                    let _ = converse(stream, &served);
+                    active.fetch_sub(1, Ordering::SeqCst);
+                })
+        } else {
+            active.fetch_sub(1, Ordering::SeqCst);
+            // Full: one more request per connection, briefly, so that `info` and
+            // `shutdown` (umount) always get through; beyond a second batch, busy.
+            if overflow.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+                overflow.fetch_sub(1, Ordering::SeqCst);
+                let busy = Response::fail(format!(
+                    "too many control connections (at most {MAX_CONNECTIONS} at once); close idle ones and retry"
+                ));
+                let _ = send(&mut stream, &busy);
+                continue;
+            }
+            let overflow = Arc::clone(&overflow);
+            std::thread::Builder::new()
+                .name("slowfs-ctl-once".into())
+                .spawn(move || {
+                    let _ = converse_when_full(stream, &served);
+                    overflow.fetch_sub(1, Ordering::SeqCst);
+                })
+        };
         if spawned.is_err() {
             tracing::warn!("control: cannot start a connection thread");
         }
@@ -275,6 +402,25 @@ fn send(stream: &mut UnixStream, response: &Response) -> std::io::Result<()> {
     stream.write_all(text.as_bytes())
 }
 
+/// A connection over the limit: one request within 2 s, answered only if it
+/// concerns the mount's life (`info`, `shutdown`, `release`), so that `slowfs
+/// umount` reaches a daemon whatever its idle connections; else "too many".
+fn converse_when_full(mut stream: UnixStream, served: &Served) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut line = Vec::new();
+    let _ = BufReader::new((&stream).take(4096)).read_until(b'\n', &mut line);
+    let response = match serde_json::from_slice::<Command>(&line) {
+        Ok(command @ (Command::Info | Command::Shutdown | Command::Release)) => {
+            execute_served(served, command)
+        }
+        _ => Response::fail(format!(
+            "too many control connections (at most {MAX_CONNECTIONS} at once); close idle ones and retry"
+        )),
+    };
+    send(&mut stream, &response)
+}
+
+/// Answers commands on one connection until it closes or idles for a minute.
 fn converse(stream: UnixStream, served: &Served) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     let mut writer = stream.try_clone()?;
@@ -431,9 +577,10 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
         Command::Durable => match inner.durability_report() {
             Some(report) => {
                 let mut text = format!(
-                    "{} operation(s) since the mount or last crash; {} not durable",
+                    "{} operation(s) since the mount or last crash; {} not durable; {} path(s) a crash now would change",
                     report.ops,
-                    report.pending.len()
+                    report.pending.len(),
+                    report.at_risk.len()
                 );
                 for op in &report.pending {
                     text.push_str(&format!("\n  pending: {op}"));
@@ -467,7 +614,7 @@ pub fn request(socket: &Path, command: &Command) -> std::io::Result<Response> {
             e.kind(),
             format!(
                 "cannot reach slowfs control socket {}: {e} (is a slowfs mounted there? \
-                 `grep '^slowfs ' /proc/mounts` lists mounts)",
+                 `findmnt -t fuse.slowfs` lists mounts)",
                 socket.display()
             ),
         )

@@ -113,3 +113,50 @@ pub fn unmount(mountpoint: &Path, lazy: bool) -> io::Result<()> {
         )))
     }
 }
+
+/// Mounts as root, the way fusermount3 does it for users: opens `/dev/fuse`
+/// and calls mount(2) with the fd, so the mount carries `source` (the backing
+/// directory) and the options' flags. The session owns nothing that unmounts
+/// by path: a session whose mount was taken down from outside never touches a
+/// newer mount at the same place.
+pub fn mount_as_root(
+    mountpoint: &Path,
+    source: &Path,
+    options: &crate::mount_options::MountOptions,
+) -> io::Result<OwnedFd> {
+    use std::os::unix::fs::MetadataExt;
+    let fd: OwnedFd = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .map_err(|e| io::Error::new(e.kind(), format!("opening /dev/fuse: {e}")))?
+        .into();
+    let root = std::fs::metadata(mountpoint)?;
+    let mut data = format!(
+        "fd={},rootmode={:o},user_id={},group_id={}",
+        fd.as_raw_fd(),
+        root.mode() & libc::S_IFMT,
+        nix::unistd::geteuid(),
+        nix::unistd::getegid()
+    );
+    if options.allow_other {
+        data.push_str(",allow_other");
+    }
+    if options.default_permissions {
+        data.push_str(",default_permissions");
+    }
+    nix::mount::mount(
+        Some(source),
+        mountpoint,
+        Some("fuse.slowfs"),
+        options.flags(),
+        Some(data.as_str()),
+    )
+    .map_err(|e| io::Error::other(format!("mount(2) of {}: {e}", mountpoint.display())))?;
+    Ok(fd)
+}
+
+/// An fsname for fusermount3's `-o` list: commas and backslashes escaped.
+pub fn escape_option(value: &str) -> String {
+    value.replace('\\', "\\\\").replace(',', "\\,")
+}

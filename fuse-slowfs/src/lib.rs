@@ -26,6 +26,7 @@ pub(crate) mod fs;
 mod fusermount;
 pub mod limits;
 pub mod mount;
+pub mod mount_options;
 pub mod mount_table;
 mod scheduler;
 pub mod signals;

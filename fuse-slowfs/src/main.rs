@@ -4,8 +4,6 @@ mod cli;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -14,7 +12,7 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = cli::Cli::parse();
+    let cli = cli::Cli::from_args();
     match cli::run(cli) {
         Ok(code) => code,
         Err(e) => {

@@ -8,15 +8,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fault_inject::{FaultPlan, FaultSpec};
-use fuser::{Config, MountOption, SessionACL};
+use fuser::{Config, SessionACL};
 
 use crate::control::{default_socket, ControlServer, Served};
 use crate::fs::{Inner, SlowFs};
 pub use crate::mount_table::{slowfs_mount_entries, slowfs_mounts, MountEntry};
 use crate::stats::StatsReport;
 
-/// The source name slowfs mounts carry in `/proc/mounts`.
-pub const FSNAME: &str = "slowfs";
+/// The FUSE subtype: slowfs mounts are of type `fuse.slowfs` in `/proc/mounts`
+/// (their source is the backing directory).
+pub const SUBTYPE: &str = "slowfs";
 
 /// How to mount.
 #[derive(Debug, Clone)]
@@ -29,8 +30,9 @@ pub struct MountConfig {
     pub spec: FaultSpec,
     /// The seed used when `spec` fixes none.
     pub default_seed: u64,
-    /// Let other users in (`allow_other` + `default_permissions`: the kernel enforces modes).
-    pub allow_other: bool,
+    /// Mount options (`-o ro,noatime,...`; `allow_other` lets other users in,
+    /// with `default_permissions`: the kernel enforces modes).
+    pub options: crate::mount_options::MountOptions,
     /// Control socket: `None` for none, `Some(None)` for the default path.
     pub control: Option<Option<PathBuf>>,
     /// FUSE settings: worker threads, request sizes, writeback cache.
@@ -81,7 +83,7 @@ impl MountConfig {
             mountpoint: mountpoint.into(),
             spec: FaultSpec::default(),
             default_seed: rand::random(),
-            allow_other: false,
+            options: Default::default(),
             control: Some(None),
             tuning: crate::Tuning::default(),
             record: false,
@@ -142,15 +144,17 @@ impl Mount {
                 ),
             ));
         }
+        refuse_nesting(&config.backing.canonicalize()?, &mountpoint)?;
         // The control socket is claimed before mounting, so a refusal touches nothing.
         crate::control::sweep_stale_sockets();
-        let socket = config
-            .control
-            .clone()
-            .map(|socket| socket.unwrap_or_else(|| default_socket(&mountpoint)));
+        let socket = match config.control.clone() {
+            Some(Some(socket)) => Some(socket),
+            Some(None) => Some(default_socket(&mountpoint)?),
+            None => None,
+        };
         if let Some(socket) = &socket {
             ControlServer::prepare_dir(socket)?;
-            crate::control::claim_socket(socket, std::time::Duration::from_secs(5))?;
+            crate::control::claim_socket(socket)?;
         }
         let seed = config.spec.seed.unwrap_or(config.default_seed);
         let plan = Arc::new(FaultPlan::new(seed, config.spec.rules.iter().cloned()));
@@ -166,41 +170,42 @@ impl Mount {
         )?;
         let inner = fs.inner();
 
-        let mut options = vec![
-            MountOption::FSName(FSNAME.into()),
-            MountOption::Subtype(FSNAME.into()),
-        ];
         let mut fuse_config = Config::default();
-        if config.allow_other {
-            options.push(MountOption::DefaultPermissions);
+        if config.options.allow_other {
             fuse_config.acl = SessionACL::All;
         }
-        fuse_config.mount_options = options;
         fuse_config.n_threads = Some(config.tuning.threads.max(1));
         fuse_config.clone_fd = config.tuning.clone_fd;
-        let session = if as_root() {
-            fuser::Session::new(fs, &mountpoint, &fuse_config)
+        // The mount shows its backing directory as its source, as bind mounts
+        // and sshfs do (`findmnt --source DIR`, `df`).
+        let source = config.backing.canonicalize()?;
+        let fd = if as_root() {
+            crate::fusermount::mount_as_root(&mountpoint, &source, &config.options)
         } else {
             // Without root, the setuid helper mounts, whatever /dev/fuse's mode.
-            let mut helper_options = vec![format!("fsname={FSNAME}"), format!("subtype={FSNAME}")];
-            if config.allow_other {
-                helper_options.extend(["default_permissions".into(), "allow_other".into()]);
-            }
-            crate::fusermount::mount(&mountpoint, &helper_options).and_then(|fd| {
+            let mut helper_options = config.options.fusermount();
+            helper_options.push(format!(
+                "fsname={}",
+                crate::fusermount::escape_option(&source.to_string_lossy())
+            ));
+            helper_options.push(format!("subtype={SUBTYPE}"));
+            crate::fusermount::mount(&mountpoint, &helper_options)
+        };
+        let session = fd
+            .and_then(|fd| {
                 let acl = fuse_config.acl;
                 fuser::Session::from_fd(fs, fd, acl, fuse_config)
             })
-        }
-        .map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot mount slowfs at {}: {e} (needs /dev/fuse, and root or the setuid \
-                     fusermount3 from Debian's fuse3 package)",
-                    mountpoint.display()
-                ),
-            )
-        })?;
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot mount slowfs at {}: {e} (needs /dev/fuse, and root or the setuid \
+                         fusermount3 from Debian's fuse3 package)",
+                        mountpoint.display()
+                    ),
+                )
+            })?;
         inner.set_notifier(session.notifier());
         let session = session.spawn()?;
         let connection = std::fs::metadata(&mountpoint).ok().map(|m| m.dev());
@@ -320,6 +325,10 @@ impl Mount {
     }
 
     fn shutdown(&mut self) -> io::Result<()> {
+        // A session that has ended was unmounted from outside: whatever is at the
+        // mountpoint now is someone else's mount (its FUSE device number may
+        // even be the one ours had), never to be unmounted from here.
+        let ended = self.ended();
         let Some(session) = self.session.take() else {
             return Ok(());
         };
@@ -330,7 +339,7 @@ impl Mount {
             .drain(std::time::Duration::from_secs(2));
         // Only our own mount: once unmounted from outside, the mountpoint may already
         // carry a new mount, which a blind unmount by path would take down.
-        let result = if mounted_here(&self.mountpoint, self.connection) {
+        let result = if !ended && mounted_here(&self.mountpoint, self.connection) {
             unmount(&self.mountpoint, self.connection)
         } else {
             Ok(())
@@ -346,6 +355,30 @@ impl Drop for Mount {
             tracing::warn!("unmounting {}: {e}", self.mountpoint.display());
         }
     }
+}
+
+/// A mountpoint inside the backing directory (or the same directory) makes the
+/// filesystem serve itself: a lookup of the mountpoint through the backing
+/// directory enters the mount again, and every worker ends up waiting on
+/// another. A backing directory inside the mountpoint is hidden by the mount.
+fn refuse_nesting(backing: &Path, mountpoint: &Path) -> io::Result<()> {
+    let problem = if backing == mountpoint {
+        "is the backing directory itself"
+    } else if mountpoint.starts_with(backing) {
+        "is inside the backing directory (the mount would serve itself: every access to it would recurse)"
+    } else if backing.starts_with(mountpoint) {
+        "contains the backing directory (the mount would hide it)"
+    } else {
+        return Ok(());
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "mountpoint {} {problem} ({}); choose a mountpoint outside the backing directory and apart from it",
+            mountpoint.display(),
+            backing.display()
+        ),
+    ))
 }
 
 fn check_dir(path: &Path, what: &str) -> io::Result<()> {

@@ -1,9 +1,10 @@
-//! What is mounted: the slowfs entries of `/proc/self/mountinfo`, and whether
+//! What is mounted: the slowfs entries of `/proc/self/mountinfo` (type
+//! `fuse.slowfs`; the source is the backing directory), and whether
 //! each is alive (its daemon answers) or dead (every access fails with ENOTCONN).
 
 use std::path::{Path, PathBuf};
 
-use crate::mount::FSNAME;
+use crate::mount::SUBTYPE;
 
 /// One slowfs mount in the mount table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,8 +64,8 @@ fn parse_line(line: &str) -> Option<MountEntry> {
     let (left, right) = line.split_once(" - ")?;
     let fields: Vec<&str> = left.split(' ').collect();
     let mut right = right.split(' ');
-    let (_fstype, source, super_options) = (right.next()?, right.next()?, right.next()?);
-    if source != FSNAME {
+    let (fstype, _source, super_options) = (right.next()?, right.next()?, right.next()?);
+    if fstype.strip_prefix("fuse.") != Some(SUBTYPE) {
         return None;
     }
     let connection = fields.get(2)?.split_once(':')?.1.parse().ok()?;
@@ -107,7 +108,7 @@ mod tests {
 
     #[test]
     fn parses_a_slowfs_line_and_skips_others() {
-        let line = "812 29 0:77 / /tmp/a\\040b rw,nosuid,nodev,relatime shared:400 - fuse.slowfs slowfs rw,user_id=1001,group_id=1001";
+        let line = "812 29 0:77 / /tmp/a\\040b rw,nosuid,nodev,relatime shared:400 - fuse.slowfs /srv/data rw,user_id=1001,group_id=1001";
         assert_eq!(
             parse_line(line),
             Some(MountEntry {
@@ -117,6 +118,8 @@ mod tests {
             })
         );
         let other = "22 1 8:1 / / rw,relatime - ext4 /dev/vda rw";
+        assert_eq!(parse_line(other), None);
+        let other = "23 1 0:90 / /mnt rw - fuse.sshfs slowfs rw";
         assert_eq!(parse_line(other), None);
     }
 }

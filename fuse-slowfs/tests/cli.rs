@@ -15,7 +15,7 @@ fn mounts() -> Vec<std::path::PathBuf> {
 fn run_exports_the_mount_and_exits_with_the_commands_status() {
     let out = slowfs()
         .args(["run", "--seed", "3", "--set", "fsync delay=1ms", "--"])
-        .args(["sh", "-c", "echo hi > \"$SLOWFS_MOUNT/f\" && grep -q \"^slowfs $SLOWFS_MOUNT \" /proc/mounts && exit 7"])
+        .args(["sh", "-c", "echo hi > \"$SLOWFS_MOUNT/f\" && grep -q \" $SLOWFS_MOUNT fuse.slowfs \" /proc/mounts && exit 7"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -100,6 +100,31 @@ fn the_error_is_reported_once_per_open_file_description() {
         .expect("a description opened after the error never sees it");
 }
 
+/// After a failed write-back drops data, `durable` says a crash would change
+/// the file (it still shows the dropped data), and a crash then does.
+#[test]
+fn durable_reports_data_a_failed_write_back_dropped() {
+    let m = TestMount::strict(&["fsync path=db error=EIO drop after=1"]);
+    let f = durable_then_overwritten(&m, "db", b"durable", b"visible");
+    assert!(m
+        .mount()
+        .durability()
+        .unwrap()
+        .at_risk
+        .iter()
+        .any(|p| p.contains("db")));
+    assert!(f.sync_all().is_err());
+    assert_eq!(fs::read(m.path("db")).unwrap(), b"visible");
+    let report = m.mount().durability().unwrap();
+    assert!(
+        report.at_risk.iter().any(|p| p.contains("db")),
+        "a crash now changes db: {report:?}"
+    );
+    drop(f);
+    assert!(m.mount().crash());
+    assert_eq!(fs::read(m.path("db")).unwrap(), b"durable");
+}
+
 /// drop=evict: the dropped pages leave the cache, so reads show the durable content.
 #[test]
 fn drop_evict_makes_reads_show_the_durable_content() {

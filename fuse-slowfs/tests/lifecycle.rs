@@ -203,7 +203,8 @@ fn the_control_socket_caps_line_length_and_connections() {
     drop(stream.shutdown(std::net::Shutdown::Both));
     let _ = writer.join();
 
-    // Idle connections beyond the cap are answered with an error, not a thread each.
+    // Idle connections beyond the cap are answered with an error (a request that
+    // is not about the mount's life waits at most 2 s for it).
     let idle: Vec<_> = (0..slowfs::control::MAX_CONNECTIONS)
         .map(|_| UnixStream::connect(&socket).unwrap())
         .collect();

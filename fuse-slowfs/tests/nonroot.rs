@@ -94,7 +94,7 @@ fn an_unprivileged_user_runs_a_command_on_a_mount_of_their_own() {
     let (out, took) = as_user(
         "666",
         "$SLOWFS run --seed 1 -- sh -c \"echo hi > \\$SLOWFS_MOUNT/x && cat \\$SLOWFS_MOUNT/x && \
-         stat -c %u \\$SLOWFS_MOUNT/x && grep \\\"^slowfs \\$SLOWFS_MOUNT \\\" /proc/mounts\"",
+         stat -c %u \\$SLOWFS_MOUNT/x && grep \\\" \\$SLOWFS_MOUNT fuse.slowfs \\\" /proc/mounts\"",
     );
     let said = text(&out);
     assert!(out.status.success(), "{said}");

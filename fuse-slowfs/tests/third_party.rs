@@ -86,7 +86,7 @@ fn pjdfstest_passes_everything_that_applies_through_the_daemon() {
 fn pjdfstest(passthrough: bool) {
     // Tests that switch user need a mount other users may enter (/tmp may be 0700).
     let m = TestMount::in_dir(Path::new("/var/tmp"), &[], |c| {
-        c.allow_other = true;
+        c.options.apply("allow_other").unwrap();
         c.passthrough = passthrough;
     });
     std::fs::set_permissions(

@@ -20,6 +20,110 @@
 //! engine.atomic_write("/tmp/y".as_ref(), b"new".to_vec()).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! # Stability (semver)
+//!
+//! Third-party engines build on [`Engine`], [`EngineFile`], [`OpenOptions`],
+//! [`Metadata`], [`Capability`], [`CancelAnswer`] and [`lag::LagReport`]. Within
+//! a major version:
+//!
+//! * trait methods are only added with a default body, so an engine written
+//!   against an older minor version keeps compiling;
+//! * enums that will grow ([`Capability`], [`CancelAnswer`]) are
+//!   `#[non_exhaustive]`: match them with a `_` arm;
+//! * structs that will grow ([`Metadata`], [`lag::LagReport`]) are
+//!   `#[non_exhaustive]` and built with their constructors
+//!   ([`Metadata::new`], [`lag::LagReport::new`]);
+//! * removing or renaming anything public, or changing a signature, is a major
+//!   release.
+//!
+//! The example below is a whole third-party engine (std::fs behind the trait),
+//! compiled by `cargo test` against exactly this public surface: if it stops
+//! compiling, the change broke every engine out there.
+//!
+//! ```no_run
+//! use std::io;
+//! use std::os::unix::fs::FileExt;
+//! use std::path::Path;
+//! use harness::{BufResult, Capability, Engine, EngineFile, Metadata, OpenOptions};
+//!
+//! struct StdEngine;
+//! struct StdFile(std::fs::File);
+//!
+//! impl EngineFile for StdFile {
+//!     async fn read_at(&self, mut buf: Vec<u8>, offset: u64) -> BufResult {
+//!         (self.0.read_at(&mut buf, offset), buf)
+//!     }
+//!     async fn read(&self, mut buf: Vec<u8>) -> BufResult {
+//!         use std::io::Read;
+//!         ((&self.0).read(&mut buf), buf)
+//!     }
+//!     async fn write_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
+//!         (self.0.write_at(&buf, offset), buf)
+//!     }
+//!     async fn fsync(&self) -> io::Result<()> { self.0.sync_all() }
+//!     async fn fdatasync(&self) -> io::Result<()> { self.0.sync_data() }
+//!     async fn set_len(&self, len: u64) -> io::Result<()> { self.0.set_len(len) }
+//!     async fn metadata(&self) -> io::Result<Metadata> {
+//!         Ok(Metadata::new(self.0.metadata()?.len()))
+//!     }
+//!     async fn close(self) -> io::Result<()> { Ok(()) }
+//! }
+//!
+//! impl Engine for StdEngine {
+//!     type File = StdFile;
+//!     fn name(&self) -> &str { "std" }
+//!     async fn open(&self, path: &Path, o: &OpenOptions) -> io::Result<StdFile> {
+//!         use std::os::unix::fs::OpenOptionsExt;
+//!         std::fs::OpenOptions::new()
+//!             .read(o.read).write(o.write).create(o.create).truncate(o.truncate)
+//!             .append(o.append).create_new(o.create_new).custom_flags(o.custom_flags)
+//!             .open(path).map(StdFile)
+//!     }
+//!     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> { std::fs::rename(from, to) }
+//!     async fn remove_file(&self, path: &Path) -> io::Result<()> { std::fs::remove_file(path) }
+//!     async fn create_dir(&self, path: &Path) -> io::Result<()> { std::fs::create_dir(path) }
+//!     async fn sync_dir(&self, path: &Path) -> io::Result<()> { std::fs::File::open(path)?.sync_all() }
+//!     async fn copy(&self, from: &Path, to: &Path) -> io::Result<u64> { std::fs::copy(from, to) }
+//!     // Syscalls on the caller's thread: dropping a future cannot stop one.
+//!     fn supports(&self, capability: Capability) -> bool { capability != Capability::Cancel }
+//!     fn unsupported_reason(&self, capability: Capability) -> Option<String> {
+//!         match capability {
+//!             Capability::Cancel => Some("blocking syscalls run to completion".into()),
+//!             _ => None,
+//!         }
+//!     }
+//! }
+//! ```
+//!
+//! A new capability does not break that `match`; matching without the `_` arm
+//! does not compile, by design:
+//!
+//! ```compile_fail,E0004
+//! fn name(c: harness::Capability) -> &'static str {
+//!     match c {
+//!         harness::Capability::Open => "open",
+//!         harness::Capability::Close => "close",
+//!         harness::Capability::Read => "read",
+//!         harness::Capability::ReadAt => "read_at",
+//!         harness::Capability::WriteAt => "write_at",
+//!         harness::Capability::ReadMany => "read_many",
+//!         harness::Capability::WriteMany => "write_many",
+//!         harness::Capability::Fsync => "fsync",
+//!         harness::Capability::Fdatasync => "fdatasync",
+//!         harness::Capability::SetLen => "set_len",
+//!         harness::Capability::Metadata => "metadata",
+//!         harness::Capability::Rename => "rename",
+//!         harness::Capability::Copy => "copy",
+//!         harness::Capability::RemoveFile => "remove_file",
+//!         harness::Capability::CreateDir => "create_dir",
+//!         harness::Capability::SyncDir => "sync_dir",
+//!         harness::Capability::Cancel => "cancel",
+//!         harness::Capability::Lag => "lag",
+//!         harness::Capability::Positioned => "positioned",
+//!     }
+//! }
+//! ```
 #![deny(missing_docs)]
 
 pub mod backend;

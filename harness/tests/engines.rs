@@ -165,7 +165,7 @@ fn write_all_and_read_exact_loop_over_short_transfers() {
 #[test]
 fn a_zero_byte_write_is_an_error_not_a_hang() {
     let rt = runtime();
-    let mount = SlowMount::with_rules(5, &["write short=0"]).unwrap();
+    let mount = SlowMount::with_rules(5, &["write short=0!"]).unwrap();
     for name in ENGINE_NAMES {
         let engine = AnyEngine::by_name(name).unwrap();
         rt.block_on(async {

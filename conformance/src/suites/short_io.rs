@@ -73,7 +73,7 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
     // A write that moves nothing: write_all_at must give up with an error.
     let zero = rt.block_on(async {
         let rule = mount
-            .set("write path=zero short=0")
+            .set("write path=zero short=0!")
             .map_err(|e| e.to_string())?;
         let file = engine
             .open(&mount.path("zero"), &OpenOptions::read_write_create())
@@ -97,7 +97,7 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
         Err(reason) => crate::outcome(
             crate::Verdict::Fail {
                 reason,
-                trace: "  rule \"write short=0\"; write_all_at(0, 100 bytes)".into(),
+                trace: "  rule \"write short=0!\"; write_all_at(0, 100 bytes)".into(),
             },
             outcome.cases + 1,
         ),

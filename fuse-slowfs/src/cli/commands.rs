@@ -17,6 +17,8 @@ use slowfs::signals::{self, block_termination, wait_unless, Terminal};
 /// How long `slowfs run` lets the command react to a forwarded termination signal
 /// before it releases the command's parked requests and kills its process group.
 const GRACE: Duration = Duration::from_secs(5);
+use clap::Parser;
+
 use super::{CtlAction, FaultArgs};
 
 /// Builds the fault spec from `--profile`, `--config` and `--set`, in that order.
@@ -40,7 +42,15 @@ fn spec(args: &FaultArgs) -> anyhow::Result<FaultSpec> {
 fn config(args: &FaultArgs, backing: PathBuf, mountpoint: PathBuf) -> anyhow::Result<MountConfig> {
     let mut config = MountConfig::new(backing, mountpoint);
     config.spec = spec(args)?;
-    config.allow_other = args.allow_other;
+    for list in &args.options {
+        config
+            .options
+            .apply(list)
+            .map_err(|e| anyhow::anyhow!("-o {list}: {e}"))?;
+    }
+    if args.allow_other {
+        config.options.apply("allow_other").expect("a known option");
+    }
     for setting in &args.tune {
         config.tuning.set(setting)?;
     }
@@ -92,6 +102,126 @@ pub fn mount(args: FaultArgs, mountpoint: PathBuf) -> anyhow::Result<ExitCode> {
     eprint!("{}", mount.stats().render());
     mount.unmount().context("unmounting")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `mount-helper` (mount.fuse.slowfs): mount(8)'s call, turned into `slowfs
+/// mount --background` with the options sorted into slowfs's and the mount's.
+pub fn mount_helper(
+    source: PathBuf,
+    mountpoint: PathBuf,
+    options: &[String],
+    fake: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut argv: Vec<std::ffi::OsString> =
+        vec!["slowfs".into(), "mount".into(), "--background".into()];
+    argv.extend(["--backing".into(), source.into_os_string()]);
+    let mut generic = Vec::new();
+    for option in options
+        .iter()
+        .flat_map(|list| list.split(','))
+        .filter(|o| !o.is_empty())
+    {
+        let flag = match option.split_once('=') {
+            Some(("profile", v)) => Some(("--profile", v)),
+            Some(("config", v)) => Some(("--config", v)),
+            Some(("seed", v)) => Some(("--seed", v)),
+            Some(("ctl_socket", v)) => Some(("--ctl-socket", v)),
+            Some(("passthrough", v)) => Some(("--passthrough", v)),
+            Some(("crash_model", v)) => Some(("--crash-model", v)),
+            _ => None,
+        };
+        match flag {
+            Some((flag, value)) => argv.extend([flag.into(), value.into()]),
+            None => generic.push(option.to_string()),
+        }
+    }
+    if !generic.is_empty() {
+        let list = generic.join(",");
+        // Checked here too, so that `mount -f` reports a bad option.
+        list.parse::<slowfs::mount_options::MountOptions>()
+            .map_err(|e| anyhow::anyhow!("{e}; slowfs's own: profile=, config=, seed=, ctl_socket=, passthrough=, crash_model="))?;
+        argv.extend(["-o".into(), list.into()]);
+    }
+    argv.push(mountpoint.into_os_string());
+    let cli = super::Cli::try_parse_from(argv)?;
+    if fake {
+        return Ok(ExitCode::SUCCESS);
+    }
+    super::run(cli)
+}
+
+/// `mount --background`: forks before any thread starts; the child mounts and
+/// serves (in a session of its own, detached from the terminal), the parent
+/// waits until the child says it is mounted, or why not, and returns that.
+pub fn mount_in_background(args: FaultArgs, mountpoint: PathBuf) -> anyhow::Result<ExitCode> {
+    use std::io::{Read, Write as _};
+    use std::os::fd::AsRawFd;
+    let (read_end, write_end) = nix::unistd::pipe()?;
+    // SAFETY: no thread has started yet (this runs first in the command), so
+    // the child may do anything the parent could.
+    match unsafe { nix::unistd::fork() }? {
+        nix::unistd::ForkResult::Parent { child } => {
+            drop(write_end);
+            let mut said = String::new();
+            std::fs::File::from(read_end).read_to_string(&mut said)?;
+            match said.strip_prefix("ok ") {
+                Some(announce) => {
+                    eprint!("{announce}");
+                    eprintln!("slowfs: daemon pid {child} serves it until unmounted");
+                    Ok(ExitCode::SUCCESS)
+                }
+                None if said.is_empty() => {
+                    bail!("the daemon (pid {child}) exited before mounting")
+                }
+                None => bail!("{}", said.trim_end()),
+            }
+        }
+        nix::unistd::ForkResult::Child => {
+            drop(read_end);
+            let _ = nix::unistd::setsid();
+            let mut report = std::fs::File::from(write_end);
+            let signals = block_termination();
+            let mounted = (|| -> anyhow::Result<Mount> {
+                let backing = args.backing.clone().ok_or_else(|| {
+                    anyhow::anyhow!("--background needs --backing DIR (the data must outlive the daemon's start)")
+                })?;
+                Ok(Mount::start(config(&args, backing, mountpoint)?)?)
+            })();
+            let mount = match mounted {
+                Ok(mount) => mount,
+                Err(e) => {
+                    let _ = write!(report, "{e:#}");
+                    std::process::exit(2);
+                }
+            };
+            let _ = writeln!(
+                report,
+                "ok slowfs: mounted {} over {} ({} rule(s)), seed {}",
+                mount.mountpoint().display(),
+                args.backing
+                    .as_deref()
+                    .unwrap_or(std::path::Path::new("?"))
+                    .display(),
+                mount.plan().rules().len(),
+                mount.seed()
+            );
+            drop(report);
+            // Detached: nothing to print to any more.
+            if let Ok(null) = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+            {
+                for fd in 0..3 {
+                    // SAFETY: dup2 onto the standard descriptors.
+                    unsafe { libc::dup2(null.as_raw_fd(), fd) };
+                }
+            }
+            let _ = wait_unless(&signals, || mount.ended());
+            let _ = mount.unmount();
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }
 
 /// The backing directory: `--backing`, or a fresh temporary one (removed afterwards).
@@ -199,7 +329,10 @@ pub fn ctl(
     socket: Option<PathBuf>,
     action: CtlAction,
 ) -> anyhow::Result<ExitCode> {
-    let socket = socket.unwrap_or_else(|| default_socket(&mountpoint));
+    let socket = match socket {
+        Some(socket) => socket,
+        None => default_socket(&mountpoint)?,
+    };
     let (command, json) = match action {
         CtlAction::Stats { json } => (CtlCommand::Stats, json),
         CtlAction::Set { rule } => (CtlCommand::Set { rule }, false),
@@ -269,7 +402,7 @@ pub fn umount(
 ) -> anyhow::Result<ExitCode> {
     let Some(entry) = slowfs::mount_table::slowfs_at(mountpoint) else {
         bail!(
-            "no slowfs is mounted at {} (`grep '^slowfs ' /proc/mounts` lists them)",
+            "no slowfs is mounted at {} (`findmnt -t fuse.slowfs` lists them)",
             mountpoint.display()
         );
     };
@@ -321,9 +454,20 @@ fn end_mount(
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let socket = socket.unwrap_or_else(|| default_socket(mountpoint));
-    let answer = request(&socket, &CtlCommand::Shutdown).ok();
-    let Some(answer) = answer.filter(|a| a.ok) else {
+    let socket = match socket {
+        Some(socket) => socket,
+        None => default_socket(mountpoint)?,
+    };
+    let answer = match request(&socket, &CtlCommand::Shutdown) {
+        // A daemon that answers is alive, even when it refuses: never cut it off.
+        Ok(answer) if !answer.ok => bail!(
+            "the daemon of {} answered but did not unmount: {}",
+            mountpoint.display(),
+            answer.message
+        ),
+        answer => answer.ok(),
+    };
+    let Some(answer) = answer else {
         detach(entry)?;
         println!(
             "unmounted {}: no daemon answered at {}; detached the mount and aborted its \

@@ -45,15 +45,67 @@ pub struct Cli {
     command: Command,
 }
 
+impl Cli {
+    /// Parses the command line; run as `mount.fuse.slowfs` (a symlink, for
+    /// mount(8)), the arguments are those of `slowfs mount-helper`.
+    pub fn from_args() -> Cli {
+        let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        let invoked = args
+            .first()
+            .and_then(|a| std::path::Path::new(a).file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if invoked == "mount.fuse.slowfs" || invoked == "mount.slowfs" {
+            args.insert(1, "mount-helper".into());
+        }
+        Cli::parse_from(args)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Mount slowfs in the foreground until SIGINT/SIGTERM, then unmount cleanly.
+    /// Mount slowfs in the foreground until SIGINT/SIGTERM or an unmount
+    /// (`slowfs umount`, `umount`), then unmount cleanly. With --background,
+    /// return once mounted and serve in the background (as mount(8) expects;
+    /// `mount -t fuse.slowfs` and fstab work through the mount.fuse.slowfs helper,
+    /// see `slowfs mount-helper --help`).
     #[command(after_help = RULE_HELP)]
     Mount {
         #[command(flatten)]
         faults: FaultArgs,
+        /// Return once mounted; the daemon serves in the background until unmounted.
+        #[arg(long)]
+        background: bool,
         /// Where to mount (an existing, empty directory).
         mountpoint: PathBuf,
+    },
+    /// What `mount -t fuse.slowfs SOURCE DIR -o OPTIONS` and fstab run, through a
+    /// symlink: `ln -s "$(command -v slowfs)" /sbin/mount.fuse.slowfs`. SOURCE is
+    /// the backing directory; OPTIONS are mount options (ro, noatime, ...) plus
+    /// slowfs's own: profile=NAME, config=FILE (rules), seed=N, ctl_socket=PATH,
+    /// passthrough=auto|never, crash_model=none|strict. Returns once mounted.
+    /// fstab: `/srv/data  /mnt/slow  fuse.slowfs  profile=nfs,noatime  0 0`.
+    #[command(name = "mount-helper")]
+    MountHelper {
+        /// The backing directory.
+        source: PathBuf,
+        /// Where to mount.
+        mountpoint: PathBuf,
+        /// Options, comma-separated (repeatable).
+        #[arg(short = 'o', value_name = "OPTIONS")]
+        options: Vec<String>,
+        /// Fake: check the options, mount nothing (mount -f).
+        #[arg(short = 'f')]
+        fake: bool,
+        /// Accepted for mount(8): do not write /etc/mtab (there is none to write).
+        #[arg(short = 'n')]
+        no_mtab: bool,
+        /// Accepted for mount(8): sloppy (unknown options are still errors).
+        #[arg(short = 's')]
+        sloppy: bool,
+        /// Accepted for mount(8): verbose.
+        #[arg(short = 'v')]
+        verbose: bool,
     },
     /// Mount on a fresh temporary mountpoint, run CMD with SLOWFS_MOUNT set to it,
     /// unmount, print stats to stderr and exit with CMD's status.
@@ -251,15 +303,22 @@ struct FaultArgs {
     /// same requests give the same faults.
     #[arg(long)]
     seed: Option<u64>,
-    /// Let other users use the mount; the kernel then enforces file modes.
+    /// Let other users use the mount; the kernel then enforces file modes (the
+    /// same as `-o allow_other`).
     #[arg(long)]
     allow_other: bool,
+    /// Mount options, comma-separated, as mount(8) and fstab take them: ro,
+    /// noexec, noatime, strictatime, nodiratime, lazytime, sync, dirsync,
+    /// allow_other, default_permissions; suid and dev (root only: the default
+    /// is nosuid,nodev, as for every FUSE filesystem). May be repeated.
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    options: Vec<String>,
     /// FUSE worker threads (delays and hangs do not occupy them); the same as
     /// `--tune threads=N`.
     #[arg(long)]
     threads: Option<usize>,
     /// A FUSE setting, for benchmarks; may be repeated. KEY=VALUE with KEY one of
-    /// max-write (default 1MiB), max-background (1024), writeback-cache (on),
+    /// max-write (default 1MiB), max-background (1024), writeback-cache (off),
     /// kill-priv-v2 (on), threads (4), clone-fd (off). The defaults are what
     /// `bench/fio.sh tuning` measured best (see README).
     #[arg(long = "tune", value_name = "KEY=VALUE")]
@@ -302,7 +361,17 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Mount { faults, mountpoint } => commands::mount(faults, mountpoint),
+        Command::Mount {
+            faults,
+            background,
+            mountpoint,
+        } => {
+            if background {
+                commands::mount_in_background(faults, mountpoint)
+            } else {
+                commands::mount(faults, mountpoint)
+            }
+        }
         Command::Run {
             faults,
             quiet,
@@ -326,5 +395,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             None => commands::umount_all(force, timeout),
         },
         Command::Explore(args) => explore::explore(args),
+        Command::MountHelper {
+            source,
+            mountpoint,
+            options,
+            fake,
+            ..
+        } => commands::mount_helper(source, mountpoint, &options, fake),
     }
 }

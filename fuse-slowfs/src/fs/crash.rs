@@ -38,7 +38,8 @@ pub struct DurabilityReport {
     pub ops: usize,
     /// Those not yet durable, described.
     pub pending: Vec<String>,
-    /// Paths whose data a crash now would change (unsynced data or entries).
+    /// Paths whose data a crash now would change: unsynced data or entries, and
+    /// data a failed write-back dropped that the file still shows.
     pub at_risk: Vec<String>,
     /// Crashes so far.
     pub crashes: u64,
@@ -93,8 +94,11 @@ impl Inner {
         let k = log.ops().len();
         let names = node_names(&log);
         let durable = log.durable_state(k);
-        let volatile = log.volatile_state(k);
-        let (d, v) = (durable.walk(), volatile.walk());
+        // What is visible is the backing tree itself, not the log's latest
+        // state: a failed write-back (`fsync error=EIO drop`) takes data out of
+        // the log that the files still show, and a crash loses it.
+        let visible = scan(&crash.backing).unwrap_or_else(|_| log.volatile_state(k));
+        let (d, v) = (durable.walk(), visible.walk());
         let mut at_risk: Vec<String> = v
             .iter()
             .filter(|(path, node)| !d.iter().any(|(p, n)| p == path && n == node))

@@ -18,27 +18,11 @@ use fuser::{
 };
 
 use super::inodes::Node;
-use super::sys::{self, check, cvt, SysResult};
+use super::sys::{self, check, cvt, Caller, SysResult};
 use super::{attr, file_type, lies, Ask, Inner, SlowFs};
 use crate::stats::Outcome;
 
 const GENERATION: Generation = Generation(0);
-
-/// The caller of a request that creates something: new files belong to it.
-#[derive(Clone, Copy)]
-struct Caller {
-    uid: u32,
-    gid: u32,
-}
-
-impl Caller {
-    fn of(req: &Request) -> Caller {
-        Caller {
-            uid: req.uid(),
-            gid: req.gid(),
-        }
-    }
-}
 
 impl Inner {
     /// Looks `name` up in `parent` and registers the inode: the reply of lookup,
@@ -253,7 +237,7 @@ impl Filesystem for SlowFs {
                     Some(Ok(handle)) => sys::stat_fd(handle.raw()),
                     _ => inner.inodes.get(ino).and_then(|i| sys::stat_fd(i.raw())),
                 };
-                let ttl = inner.ttl();
+                let ttl = inner.attr_ttl(ino.0);
                 done.respond(inner, result, |r, st| {
                     r.attr(&ttl, &attr(ino.0, &st));
                 })
@@ -281,7 +265,7 @@ impl Filesystem for SlowFs {
     ) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
-        let unprivileged = req.uid() != 0;
+        let caller = Caller::of(req);
         inner.serve(
             Ask::new(req, Op::Setattr, &path),
             &[],
@@ -297,10 +281,10 @@ impl Filesystem for SlowFs {
                 };
                 let truncated = change.size;
                 let mut result = inner.set_attributes(ino, fh, change);
-                if let (Ok(_), Some(_), true) = (&result, truncated, unprivileged) {
+                if let (Ok(_), Some(_)) = (&result, truncated) {
                     // A truncate by a caller without CAP_FSETID drops set-ID bits.
                     result = inner.inodes.get(ino).and_then(|inode| {
-                        sys::drop_privileges(inode.raw())?;
+                        sys::drop_privileges(inode.raw(), caller)?;
                         sys::stat_fd(inode.raw())
                     });
                 }
@@ -589,7 +573,7 @@ impl Filesystem for SlowFs {
         let path = inner.path_of(ino.0);
         let fopen = inner.open_flags(&path);
         let passthrough = inner.passthrough_for(&path);
-        let unprivileged = req.uid() != 0;
+        let caller = Caller::of(req);
         inner.serve(
             Ask::new(req, Op::Open, &path),
             &[],
@@ -600,7 +584,7 @@ impl Filesystem for SlowFs {
                     let fd = inner.with_fds(|| {
                         sys::reopen(inode.raw(), backing_flags(flags.0, inner.writeback()))
                     })?;
-                    if truncate && unprivileged && sys::drop_privileges(sys::raw(&fd))? {
+                    if truncate && sys::drop_privileges(sys::raw(&fd), caller)? {
                         inner.attributes_changed(ino.0);
                     }
                     // Writes to a set-ID file must reach the daemon, which drops the bits
@@ -627,7 +611,11 @@ impl Filesystem for SlowFs {
                     .flatten();
                 let fh = inner.handles.insert(fd, backing.clone());
                 match backing {
-                    Some(id) => reply.opened_passthrough(fh, FopenFlags::empty(), &id),
+                    Some(id) => {
+                        let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+                        inner.opened_passthrough(fh.0, ino.0, write);
+                        reply.opened_passthrough(fh, FopenFlags::empty(), &id)
+                    }
                     None => reply.opened(fh, fopen),
                 }
             },
@@ -685,8 +673,11 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         let len = data.len() as u64;
+        let caller = Caller::of(req);
         inner.serve(
-            Ask::new(req, Op::Write, &path).moving(len),
+            Ask::new(req, Op::Write, &path)
+                .moving(len)
+                .write_back(write_flags.contains(WriteFlags::FUSE_WRITE_CACHE)),
             data,
             reply,
             move |inner, done, effects, data| {
@@ -698,7 +689,7 @@ impl Filesystem for SlowFs {
                         return Ok(data.len());
                     }
                     if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-                        dropped = sys::drop_privileges(h.raw())?;
+                        dropped = sys::drop_privileges(h.raw(), caller)?;
                     }
                     let n = sys::pwrite(h.raw(), data, offset)?;
                     inner.record(|| {
@@ -923,6 +914,7 @@ impl Filesystem for SlowFs {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
         let name = name.to_os_string();
+        let caller = Caller::of(req);
         inner.serve(
             Ask::new(req, Op::Xattr, &path),
             value,
@@ -939,7 +931,15 @@ impl Filesystem for SlowFs {
                             value.len(),
                             flags,
                         )
-                    })
+                    })?;
+                    // An access ACL set by a caller outside the file's group drops
+                    // set-group-ID, as the kernel's posix_acl_update_mode does; the
+                    // daemon set it with its own credentials.
+                    if name.as_bytes() == b"system.posix_acl_access" {
+                        let inode = inner.inodes.get(ino)?;
+                        sys::drop_group_id_unless_in_group(inode.raw(), caller)?;
+                    }
+                    Ok(())
                 });
                 let changed = result.is_ok();
                 done.respond(inner, result, |r, ()| {
@@ -1095,6 +1095,10 @@ impl Filesystem for SlowFs {
                     .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
                     .flatten();
                 let fh = inner.handles.insert(fd, backing.clone());
+                if backing.is_some() {
+                    let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
+                    inner.opened_passthrough(fh.0, attr.ino.0, write);
+                }
                 match backing {
                     Some(id) => reply.created_passthrough(
                         &ttl,
@@ -1122,7 +1126,7 @@ impl Filesystem for SlowFs {
     ) {
         let inner = &self.inner;
         let path = inner.path_of(ino.0);
-        let unprivileged = req.uid() != 0;
+        let caller = Caller::of(req);
         inner.serve(
             Ask::new(req, Op::Fallocate, &path).moving(length),
             &[],
@@ -1132,9 +1136,7 @@ impl Filesystem for SlowFs {
                 let result = inner.handles.get(fh).and_then(|h| {
                     // Like a write, an allocation by a caller without CAP_FSETID drops
                     // set-ID bits (the kernel leaves it to us under KILLPRIV_V2).
-                    if unprivileged {
-                        dropped = sys::drop_privileges(h.raw())?;
-                    }
+                    dropped = sys::drop_privileges(h.raw(), caller)?;
                     // SAFETY: plain syscall on an fd we own.
                     check(unsafe { libc::fallocate(h.raw(), mode, offset as i64, length as i64) })?;
                     inner.record(|| {
@@ -1332,6 +1334,7 @@ impl SlowFs {
             reply,
             move |inner, done, _, _| {
                 inner.handles.remove(fh);
+                inner.released(fh.0);
                 done.record(inner, Outcome::default()).ok();
             },
         );

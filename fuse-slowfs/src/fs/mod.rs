@@ -58,6 +58,40 @@ pub struct Inner {
     dont_mask: std::sync::atomic::AtomicBool,
     /// For telling the kernel that cached attributes are stale.
     notifier: std::sync::OnceLock<fuser::Notifier>,
+    /// Files open for writing in kernel passthrough, whose times the daemon
+    /// does not see change (an mmap store, a write): their attributes are not
+    /// cached, so that stat shows the new mtime and ctime at once.
+    passthrough_writers: PassthroughWriters,
+}
+
+/// Handles open for writing in passthrough, by inode.
+#[derive(Debug, Default)]
+struct PassthroughWriters {
+    /// How many, for the fast path (none: nothing to look up).
+    count: std::sync::atomic::AtomicUsize,
+    /// Handle -> inode.
+    handles: std::sync::Mutex<std::collections::HashMap<u64, u64>>,
+}
+
+impl PassthroughWriters {
+    fn opened(&self, fh: u64, ino: u64) {
+        self.handles.lock().unwrap().insert(fh, ino);
+        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn closed(&self, fh: u64) {
+        if self.count.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            return;
+        }
+        if self.handles.lock().unwrap().remove(&fh).is_some() {
+            self.count.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn writing(&self, ino: u64) -> bool {
+        self.count.load(std::sync::atomic::Ordering::Relaxed) > 0
+            && self.handles.lock().unwrap().values().any(|i| *i == ino)
+    }
 }
 
 /// The `fuser::Filesystem` handed to the session.
@@ -134,6 +168,7 @@ impl SlowFs {
                 passthrough: Default::default(),
                 dont_mask: Default::default(),
                 notifier: Default::default(),
+                passthrough_writers: Default::default(),
                 crash: if crash_model {
                     Some(crash::CrashState::new(backing)?)
                 } else {
@@ -248,6 +283,28 @@ impl Inner {
         }
     }
 
+    /// How long the kernel may cache inode `ino`'s attributes: as [`Inner::ttl`],
+    /// and not at all while it is open for writing in passthrough.
+    fn attr_ttl(&self, ino: u64) -> Duration {
+        if self.passthrough_writers.writing(ino) {
+            Duration::ZERO
+        } else {
+            self.ttl()
+        }
+    }
+
+    /// A passthrough handle `fh` of inode `ino` was opened; `write` if for writing.
+    fn opened_passthrough(&self, fh: u64, ino: u64, write: bool) {
+        if write {
+            self.passthrough_writers.opened(fh, ino);
+        }
+    }
+
+    /// Handle `fh` was released.
+    fn released(&self, fh: u64) {
+        self.passthrough_writers.closed(fh);
+    }
+
     /// How long the kernel may cache names and attributes: not at all while a rule
     /// wants to see lookups or getattrs, else one second.
     fn ttl(&self) -> Duration {
@@ -271,13 +328,17 @@ impl Inner {
             op,
             path,
             bytes,
+            write_back,
         }: Ask,
         data: &[u8],
         reply: R,
         job: impl FnOnce(&Arc<Inner>, Done<R>, fault_inject::Effects, &[u8]) + Send + 'static,
     ) {
         let arrived = Instant::now();
-        let verdict = self.plan.decide(op, path, bytes);
+        let mut verdict = self.plan.decide(op, path, bytes);
+        if write_back {
+            verdict = verdict.for_write_back();
+        }
         let done = Done {
             reply,
             op,
@@ -324,6 +385,8 @@ pub(crate) struct Ask<'a> {
     path: &'a str,
     /// Bytes the request moves, for throttles and quotas.
     bytes: u64,
+    /// The kernel's own write-back of cached pages, not a caller's write.
+    write_back: bool,
 }
 
 impl<'a> Ask<'a> {
@@ -334,12 +397,19 @@ impl<'a> Ask<'a> {
             op,
             path,
             bytes: 0,
+            write_back: false,
         }
     }
 
     /// The same request, moving `bytes`.
     pub(crate) fn moving(self, bytes: u64) -> Ask<'a> {
         Ask { bytes, ..self }
+    }
+
+    /// The same request, marked as the kernel's write-back when it is one
+    /// (see [`fault_inject::Verdict::for_write_back`]).
+    pub(crate) fn write_back(self, write_back: bool) -> Ask<'a> {
+        Ask { write_back, ..self }
     }
 }
 

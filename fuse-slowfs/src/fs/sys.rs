@@ -70,31 +70,84 @@ pub fn stat_fd(fd: RawFd) -> SysResult<libc::stat> {
     stat_at(fd, EMPTY, libc::AT_EMPTY_PATH)
 }
 
-/// Whether a file mode carries privileges a write must drop: set-user-ID, or
-/// set-group-ID together with group-execute (without it, set-group-ID is not a
-/// privilege).
+/// Whether a file mode carries set-ID bits a write by some caller must drop:
+/// set-user-ID, or set-group-ID (dropped with group-execute always, without it
+/// for a caller outside the file's group).
 pub fn is_privileged(mode: u32) -> bool {
-    mode & libc::S_ISUID != 0
-        || mode & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID | libc::S_IXGRP
+    mode & (libc::S_ISUID | libc::S_ISGID) != 0
 }
 
-/// Drops set-user-ID and set-group-ID (see [`is_privileged`]) from the file
-/// behind `fd`, as the kernel does when a caller without CAP_FSETID writes or
-/// truncates it. The mount negotiates FUSE_HANDLE_KILLPRIV_V2, which makes this
-/// the daemon's job; the daemon itself holds CAP_FSETID, so the backing
-/// filesystem would not do it for its writes.
-pub fn drop_privileges(fd: RawFd) -> SysResult<bool> {
-    let mode = stat_fd(fd)?.st_mode;
-    if !is_privileged(mode) {
+/// Who asked: FUSE's caller ids, for decisions the kernel would take with
+/// the caller's credentials.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    /// Thread id (its /proc entry holds the groups).
+    pub pid: u32,
+    /// Effective user id.
+    pub uid: u32,
+    /// Effective group id.
+    pub gid: u32,
+}
+
+impl Caller {
+    /// The request's caller.
+    pub fn of(req: &fuser::Request) -> Caller {
+        Caller {
+            pid: req.pid(),
+            uid: req.uid(),
+            gid: req.gid(),
+        }
+    }
+
+    /// Whether the caller is in group `gid` (its own or a supplementary one;
+    /// root counts as in every group, as CAP_FSETID does).
+    pub fn in_group(&self, gid: u32) -> bool {
+        if self.uid == 0 || self.gid == gid {
+            return true;
+        }
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid)).is_ok_and(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Groups:"))
+                .is_some_and(|groups| groups.split_whitespace().any(|g| g.parse() == Ok(gid)))
+        })
+    }
+}
+
+/// Drops set-ID bits from the file behind `fd` as the kernel does when a caller
+/// without CAP_FSETID writes, allocates or truncates it (`setattr_should_drop_sgid`):
+/// set-user-ID always; set-group-ID when group-execute is set, or when the
+/// caller is not in the file's group. The mount negotiates
+/// FUSE_HANDLE_KILLPRIV_V2, which makes this the daemon's job; the daemon itself
+/// holds CAP_FSETID, so the backing filesystem would not do it for its writes.
+pub fn drop_privileges(fd: RawFd, caller: Caller) -> SysResult<bool> {
+    let st = stat_fd(fd)?;
+    let mode = st.st_mode;
+    if !is_privileged(mode) || caller.uid == 0 {
         return Ok(false);
     }
     let mut kept = mode & 0o7777 & !libc::S_ISUID;
-    if mode & libc::S_IXGRP != 0 {
+    if mode & libc::S_IXGRP != 0 || !caller.in_group(st.st_gid) {
         kept &= !libc::S_ISGID;
+    }
+    if kept == mode & 0o7777 {
+        return Ok(false);
     }
     // SAFETY: valid C string for a path through /proc to an fd we own.
     check(unsafe { libc::chmod(proc_path(fd).as_ptr(), kept) })?;
     Ok(true)
+}
+
+/// Drops set-group-ID from the file behind `fd` when `caller` is not in its
+/// group (and not root): what a mode change by such a caller does.
+pub fn drop_group_id_unless_in_group(fd: RawFd, caller: Caller) -> SysResult<()> {
+    let st = stat_fd(fd)?;
+    if st.st_mode & libc::S_ISGID != 0 && !caller.in_group(st.st_gid) {
+        let kept = st.st_mode & 0o7777 & !libc::S_ISGID;
+        // SAFETY: valid C string for a path through /proc to an fd we own.
+        check(unsafe { libc::chmod(proc_path(fd).as_ptr(), kept) })?;
+    }
+    Ok(())
 }
 
 /// Runs `create` with the file-creation mask `umask` in force for this thread

@@ -90,17 +90,29 @@ fn watch(shared: &Shared, stop: &AtomicBool) {
     }
 }
 
-/// Whether thread `tid` has an unblocked signal pending, or no longer exists.
+/// Signals whose default action neither kills nor runs anything: they stop
+/// the process (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU) or are ignored (SIGCHLD,
+/// SIGCONT, SIGURG, SIGWINCH). Pending with that default action, they must not
+/// end a request: Ctrl-Z then `fg`, or a debugger attaching, resumes the call.
+const HARMLESS_BY_DEFAULT: u64 = bit(libc::SIGSTOP)
+    | bit(libc::SIGTSTP)
+    | bit(libc::SIGTTIN)
+    | bit(libc::SIGTTOU)
+    | bit(libc::SIGCHLD)
+    | bit(libc::SIGCONT)
+    | bit(libc::SIGURG)
+    | bit(libc::SIGWINCH);
+
+/// Signal `n`'s bit in `/proc/TID/status` masks.
+const fn bit(signal: i32) -> u64 {
+    1 << (signal - 1)
+}
+
+/// Whether thread `tid` has a pending signal that will run a handler or kill it
+/// (the cases in which a blocked syscall must end), or no longer exists.
 pub(crate) fn interrupted(tid: u32) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
         return true; // gone
-    };
-    let mask = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-            .unwrap_or(0)
     };
     if status
         .lines()
@@ -109,8 +121,23 @@ pub(crate) fn interrupted(tid: u32) -> bool {
     {
         return true;
     }
-    let pending = mask("SigPnd:") | mask("ShdPnd:");
-    pending & !mask("SigBlk:") != 0
+    interrupting(&status)
+}
+
+/// From a `/proc/TID/status` text: whether a pending, unblocked signal will run
+/// a handler (caught) or take its default action and that action kills.
+fn interrupting(status: &str) -> bool {
+    let mask = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    let pending = (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") & !mask("SigIgn:");
+    let caught = mask("SigCgt:");
+    let fatal = !caught & !HARMLESS_BY_DEFAULT;
+    pending & (caught | fatal) != 0
 }
 
 #[cfg(test)]
@@ -123,5 +150,31 @@ mod tests {
         let tid = unsafe { libc::gettid() } as u32;
         assert!(!interrupted(tid));
         assert!(interrupted(u32::MAX - 1));
+    }
+
+    fn status(pending: u64, blocked: u64, ignored: u64, caught: u64) -> String {
+        format!(
+            "State:\tS (sleeping)\nSigPnd:\t{pending:016x}\nShdPnd:\t0000000000000000\nSigBlk:\t{blocked:016x}\nSigIgn:\t{ignored:016x}\nSigCgt:\t{caught:016x}\n"
+        )
+    }
+
+    #[test]
+    fn only_signals_that_kill_or_run_a_handler_interrupt() {
+        let (stop, cont, term, int) = (
+            bit(libc::SIGSTOP),
+            bit(libc::SIGCONT),
+            bit(libc::SIGTERM),
+            bit(libc::SIGINT),
+        );
+        // Ctrl-Z then fg, in a program with no handlers: nothing ends the call.
+        assert!(!interrupting(&status(stop | cont, 0, 0, 0)));
+        assert!(!interrupting(&status(bit(libc::SIGWINCH), 0, 0, 0)));
+        // A handler for SIGCONT runs: the call is interrupted (or restarted).
+        assert!(interrupting(&status(cont, 0, 0, cont)));
+        // Default SIGTERM kills; an ignored or blocked one does nothing.
+        assert!(interrupting(&status(term, 0, 0, 0)));
+        assert!(!interrupting(&status(term, 0, term, 0)));
+        assert!(!interrupting(&status(int, int, 0, int)));
+        assert!(interrupting(&status(int, 0, 0, int)));
     }
 }

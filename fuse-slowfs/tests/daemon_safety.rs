@@ -1,0 +1,441 @@
+//! A daemon that loses no data it was not told to lose, never wedges, and lets
+//! no one in: each test here failed before its fix.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::daemon::{slowfs, Daemon, Options};
+use common::{text, TestMount};
+
+/// Tests that start daemons and count mounts run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// 1 MiB written through a shared mapping, msync and fsync: every byte lands,
+/// although a rule shortens every write. The kernel's write-back is not a
+/// caller's write: it cannot retry a short one, so none is ever shortened.
+#[test]
+fn mmap_write_back_is_never_shortened() {
+    use std::os::fd::AsRawFd;
+    let _serial = serial();
+    let mount = TestMount::new(&["write short=1..4096"]);
+    const LEN: usize = 1 << 20;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(mount.path("mapped"))
+        .unwrap();
+    file.set_len(LEN as u64).unwrap();
+    // SAFETY: a fresh shared mapping of a file we hold open, LEN bytes long,
+    // written within bounds and unmapped before the file is closed.
+    unsafe {
+        let map = libc::mmap(
+            std::ptr::null_mut(),
+            LEN,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        );
+        assert_ne!(map, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
+        let bytes = std::slice::from_raw_parts_mut(map as *mut u8, LEN);
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (i % 251) as u8 + 1;
+        }
+        assert_eq!(libc::msync(map, LEN, libc::MS_SYNC), 0);
+        assert_eq!(libc::munmap(map, LEN), 0);
+    }
+    file.sync_all().unwrap();
+    drop(file);
+    let landed = std::fs::read(mount.backing("mapped")).unwrap();
+    assert_eq!(landed.len(), LEN);
+    let wrong = landed
+        .iter()
+        .enumerate()
+        .filter(|(i, b)| **b != (i % 251) as u8 + 1)
+        .count();
+    assert_eq!(wrong, 0, "{wrong} of {LEN} bytes did not land");
+}
+
+#[test]
+fn a_mountpoint_inside_its_backing_directory_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let backing = root.path().join("b");
+    std::fs::create_dir_all(backing.join("mnt")).unwrap();
+    for (mountpoint, says) in [
+        (backing.join("mnt"), "inside the backing directory"),
+        (backing.clone(), "is the backing directory itself"),
+        (root.path().to_path_buf(), "contains the backing directory"),
+    ] {
+        let err = slowfs::Mount::start(slowfs::MountConfig::new(&backing, &mountpoint))
+            .map(drop)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(says), "{}: {err}", mountpoint.display());
+        assert!(!slowfs::mount::slowfs_mounts().contains(&mountpoint.canonicalize().unwrap()));
+    }
+}
+
+/// The control socket deleted under a running mount: every stop path still
+/// ends in bounded time.
+#[test]
+fn a_deleted_control_socket_does_not_wedge_the_daemon() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("ctl.sock");
+    let started = Instant::now();
+    let out = Command::new("timeout")
+        .arg("30")
+        .arg(env!("CARGO_BIN_EXE_slowfs"))
+        .args(["run", "--ctl-socket"])
+        .arg(&socket)
+        .args(["--", "sh", "-c"])
+        .arg(format!("rm {}", socket.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+
+    let mut daemon = Daemon::start(Options::default());
+    for entry in std::fs::read_dir(&daemon.runtime_dir).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(daemon.pid(), libc::SIGTERM) };
+    assert!(
+        daemon.wait_exit(Duration::from_secs(10)).is_some(),
+        "SIGTERM did not end a daemon whose socket was deleted"
+    );
+    assert!(!daemon.mounted());
+}
+
+/// `slowfs umount` of a live daemon with every control connection taken by idle
+/// clients: the daemon is reached, parked callers get their answers, nothing is
+/// force-detached.
+#[test]
+fn umount_reaches_a_daemon_whose_connections_are_all_taken() {
+    let _serial = serial();
+    let daemon = Daemon::start(Options {
+        args: &["--set", "read path=held hang"],
+        ..Options::default()
+    });
+    std::fs::write(daemon.backing.join("held"), b"answer").unwrap();
+    let socket = std::fs::read_dir(&daemon.runtime_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let path = daemon.mountpoint.join("held");
+    let reader = std::thread::spawn(move || std::fs::read(path));
+    std::thread::sleep(Duration::from_millis(300));
+    let idle: Vec<UnixStream> = (0..slowfs::control::MAX_CONNECTIONS + 5)
+        .map(|_| UnixStream::connect(&socket).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let out = daemon
+        .cli()
+        .arg("umount")
+        .arg(&daemon.mountpoint)
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(!said.contains("no daemon answered"), "{said}");
+    let read = reader.join().unwrap();
+    assert_eq!(
+        read.as_deref().ok(),
+        Some(&b"answer"[..]),
+        "{read:?}: {said}"
+    );
+    drop(idle);
+}
+
+/// A mount right after `umount` at the same mountpoint: never refused.
+#[test]
+fn a_remount_right_after_umount_is_accepted() {
+    let _serial = serial();
+    let mut daemon = Daemon::start(Options::default());
+    for round in 0..5 {
+        let out = daemon
+            .cli()
+            .arg("umount")
+            .arg(&daemon.mountpoint)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "round {round}: {}", text(&out));
+        let started = Instant::now();
+        daemon.restart(Options::default());
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "round {round}: the remount took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// A runtime directory another user could write to (or owns) is refused with
+/// the fix, and nothing is mounted.
+#[test]
+fn a_runtime_directory_that_is_not_private_is_refused() {
+    let _serial = serial();
+    let backing = tempfile::tempdir().unwrap();
+    let mountpoint = tempfile::tempdir().unwrap();
+    let base = tempfile::tempdir().unwrap();
+    let open = base.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let theirs = base.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    for (dir, says) in [
+        (&open, "has mode 777: other users can create files in it"),
+        (&theirs, "belongs to uid 65534"),
+    ] {
+        for args in [vec!["mount", "--backing"], vec!["ctl"]] {
+            let mut cmd = slowfs();
+            cmd.env("SLOWFS_RUNTIME_DIR", dir).args(&args);
+            if args[0] == "mount" {
+                cmd.arg(backing.path()).arg(mountpoint.path());
+            } else {
+                cmd.arg(mountpoint.path()).arg("rules");
+            }
+            let out = Command::new("timeout")
+                .arg("20")
+                .arg(cmd.get_program())
+                .args(cmd.get_args())
+                .envs(cmd.get_envs().map(|(k, v)| (k, v.unwrap())))
+                .output()
+                .unwrap();
+            let said = text(&out);
+            assert!(
+                !out.status.success(),
+                "{args:?} in {}: {said}",
+                dir.display()
+            );
+            assert!(
+                said.contains(says) && said.contains("SLOWFS_RUNTIME_DIR"),
+                "{said}"
+            );
+        }
+    }
+    assert!(!slowfs::mount::slowfs_mounts().contains(&mountpoint.path().canonicalize().unwrap()));
+}
+
+/// `--ctl-socket` naming a regular file: refused, the file left as it was.
+#[test]
+fn ctl_socket_never_deletes_what_is_not_a_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let precious = dir.path().join("precious.txt");
+    std::fs::write(&precious, b"keep me").unwrap();
+    let out = slowfs()
+        .args(["run", "--ctl-socket"])
+        .arg(&precious)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("is not a socket"), "{said}");
+    assert_eq!(std::fs::read(&precious).unwrap(), b"keep me");
+}
+
+/// Ctrl-Z then `fg` (SIGSTOP, SIGCONT) to a program with no signal handlers
+/// while its read is delayed: the read completes, it does not fail with EINTR.
+#[test]
+fn stop_and_continue_do_not_interrupt_a_delayed_read() {
+    let _serial = serial();
+    let mount = TestMount::new(&["read path=slow delay=1500ms"]);
+    std::fs::write(mount.backing("slow"), b"all of it\n").unwrap();
+    let out_file = tempfile::NamedTempFile::new().unwrap();
+    let mut cat = Command::new("cat")
+        .arg(mount.path("slow"))
+        .stdout(out_file.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let pid = cat.id() as i32;
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let status = cat.wait().unwrap();
+    assert!(status.success(), "cat: {status}");
+    assert_eq!(std::fs::read(out_file.path()).unwrap(), b"all of it\n");
+}
+
+#[test]
+fn rules_that_would_make_a_correct_program_wrong_are_refused() {
+    for rule in ["read short=0", "write short=0", "write short=0..64"] {
+        let out = slowfs()
+            .args(["run", "--set", rule, "--", "true"])
+            .output()
+            .unwrap();
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{rule}: {said}");
+        assert!(
+            said.contains("1..") && said.contains("short=0!"),
+            "{rule}: {said}"
+        );
+    }
+}
+
+/// A background mount with `-o`: the options reach the kernel, /proc/mounts
+/// names the backing directory as the source, `ro` refuses writes, and as root
+/// `dev` lets device nodes work.
+#[test]
+fn mount_options_are_honoured_and_the_source_is_the_backing_dir() {
+    let _serial = serial();
+    let backing = tempfile::tempdir().unwrap();
+    let mountpoint = tempfile::tempdir().unwrap();
+    std::fs::write(backing.path().join("f"), b"data").unwrap();
+    let runtime = tempfile::tempdir().unwrap();
+    let mounted = |options: &str| {
+        let out = slowfs()
+            .env("SLOWFS_RUNTIME_DIR", runtime.path())
+            .args(["mount", "--background", "-o", options, "--backing"])
+            .arg(backing.path())
+            .arg(mountpoint.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "-o {options}: {}", text(&out));
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+        let line = mounts
+            .lines()
+            .find(|l| l.contains(&*mountpoint.path().to_string_lossy()))
+            .unwrap_or_else(|| panic!("not mounted: {mounts}"))
+            .to_string();
+        line
+    };
+    let unmount = || {
+        let out = slowfs()
+            .env("SLOWFS_RUNTIME_DIR", runtime.path())
+            .arg("umount")
+            .arg(mountpoint.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    let line = mounted("ro,noatime,noexec");
+    let fields: Vec<&str> = line.split(' ').collect();
+    assert_eq!(
+        fields[0],
+        backing.path().canonicalize().unwrap().to_str().unwrap(),
+        "{line}"
+    );
+    assert_eq!(fields[2], "fuse.slowfs", "{line}");
+    for option in ["ro", "noatime", "noexec", "nosuid", "nodev"] {
+        assert!(
+            fields[3].split(',').any(|o| o == option),
+            "{option}: {line}"
+        );
+    }
+    assert_eq!(std::fs::read(mountpoint.path().join("f")).unwrap(), b"data");
+    let err = std::fs::write(mountpoint.path().join("g"), b"x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS), "{err}");
+    unmount();
+
+    let line = mounted("dev,suid,strictatime");
+    assert!(
+        !line.contains("nodev") && !line.contains("nosuid"),
+        "{line}"
+    );
+    let null = mountpoint.path().join("null");
+    let made = Command::new("mknod")
+        .arg(&null)
+        .args(["c", "1", "3"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made));
+    std::fs::write(&null, b"into the void").expect("a device node works on a dev mount");
+    unmount();
+
+    let out = slowfs()
+        .args(["run", "-o", "ro,noatim", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("unknown mount option 'noatim'"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// `mount -t fuse.slowfs` (and so fstab) through the mount.fuse.slowfs helper
+/// symlink: mounted with slowfs's own options and the generic ones, and ended
+/// by a plain umount.
+#[test]
+fn mount_t_fuse_slowfs_works_through_the_helper() {
+    let _serial = serial();
+    let helper = Path::new("/sbin/mount.fuse.slowfs");
+    let ours = !helper.exists();
+    if ours {
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_slowfs"), helper).unwrap();
+    }
+    struct Remove(bool);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            if self.0 {
+                let _ = std::fs::remove_file("/sbin/mount.fuse.slowfs");
+            }
+        }
+    }
+    let _remove = Remove(ours);
+    let backing = tempfile::tempdir().unwrap();
+    let mountpoint = tempfile::tempdir().unwrap();
+    std::fs::write(backing.path().join("f"), b"through fstab").unwrap();
+    let runtime = tempfile::tempdir().unwrap();
+    let out = Command::new("mount")
+        .env("SLOWFS_RUNTIME_DIR", runtime.path())
+        .args(["-t", "fuse.slowfs", "-o", "profile=nfs,seed=3,noatime"])
+        .arg(backing.path())
+        .arg(mountpoint.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let canonical = mountpoint.path().canonicalize().unwrap();
+    assert!(slowfs::mount::slowfs_mounts().contains(&canonical));
+    assert_eq!(
+        std::fs::read(mountpoint.path().join("f")).unwrap(),
+        b"through fstab"
+    );
+    let rules = slowfs()
+        .env("SLOWFS_RUNTIME_DIR", runtime.path())
+        .arg("ctl")
+        .arg(mountpoint.path())
+        .arg("rules")
+        .output()
+        .unwrap();
+    assert!(
+        text(&rules).contains("delay"),
+        "the nfs profile's rules: {}",
+        text(&rules)
+    );
+    let out = Command::new("umount")
+        .arg(mountpoint.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while slowfs::mount::slowfs_mounts().contains(&canonical) {
+        assert!(Instant::now() < deadline, "still mounted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

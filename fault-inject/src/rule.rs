@@ -227,7 +227,9 @@ pub struct Trigger {
 pub struct PathGlob {
     text: String,
     glob: Glob,
-    matcher: GlobMatcher,
+    /// Compiled on first use: a plan matches many globs at once through a
+    /// `GlobSet`, and a compiled matcher per rule costs kilobytes.
+    matcher: std::sync::OnceLock<GlobMatcher>,
 }
 
 impl PathGlob {
@@ -239,14 +241,16 @@ impl PathGlob {
             .build()?;
         Ok(PathGlob {
             text: text.to_string(),
-            matcher: glob.compile_matcher(),
+            matcher: std::sync::OnceLock::new(),
             glob,
         })
     }
 
     /// Whether a mount-relative path (`dir/file.tmp`, no leading slash) matches.
     pub fn is_match(&self, path: &str) -> bool {
-        self.matcher.is_match(path)
+        self.matcher
+            .get_or_init(|| self.glob.compile_matcher())
+            .is_match(path)
     }
 
     /// The glob as written.

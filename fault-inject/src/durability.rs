@@ -131,7 +131,7 @@ pub enum LogOp {
 
 impl LogOp {
     /// Directories whose entries this op changes.
-    fn dirs(&self) -> Vec<NodeId> {
+    pub(crate) fn dirs(&self) -> Vec<NodeId> {
         match self {
             LogOp::Create { dir, .. } | LogOp::Link { dir, .. } | LogOp::Remove { dir, .. } => {
                 vec![*dir]
@@ -144,7 +144,7 @@ impl LogOp {
     }
 
     /// The file whose data this op changes.
-    fn data_node(&self) -> Option<NodeId> {
+    pub(crate) fn data_node(&self) -> Option<NodeId> {
         match self {
             LogOp::Write { node, .. } | LogOp::SetLen { node, .. } => Some(*node),
             _ => None,
@@ -322,6 +322,87 @@ impl Tree {
         }
     }
 
+    /// As the durable tree, takes in what `op` (just applied to `volatile`, the
+    /// no-crash tree) makes durable: a file's content at its fsync, a
+    /// directory's entries at its fsync, everything at a sync. A created node
+    /// exists from its creation, with no durable content of its own yet.
+    pub(crate) fn absorb(&mut self, volatile: &Tree, op: &LogOp) {
+        if let LogOp::Create { node, kind, .. } = op {
+            // Reachable only through durable (or kept) entries.
+            self.nodes.entry(*node).or_insert_with(|| kind.fresh());
+        }
+        match op {
+            LogOp::Fsync { node } => {
+                if let Some(n @ Node::File(_)) = volatile.nodes.get(node) {
+                    self.nodes.insert(*node, n.clone());
+                }
+            }
+            LogOp::FsyncDir { dir } => {
+                if let Some(Node::Dir(entries)) = volatile.nodes.get(dir).cloned() {
+                    for child in entries.values() {
+                        // A child new to the durable tree exists with no durable
+                        // content of its own yet: an empty file or directory, or
+                        // the symlink.
+                        if !self.nodes.contains_key(child) {
+                            let fresh = match volatile.nodes.get(child) {
+                                Some(Node::Dir(_)) => Node::Dir(BTreeMap::new()),
+                                Some(Node::Symlink(t)) => Node::Symlink(t.clone()),
+                                _ => Node::File(Vec::new()),
+                            };
+                            self.nodes.insert(*child, fresh);
+                        }
+                    }
+                    self.nodes.insert(*dir, Node::Dir(entries));
+                }
+            }
+            LogOp::Sync => *self = volatile.clone(),
+            _ => {}
+        }
+    }
+
+    /// The tree without the entries whose path matches `ignore` (files an
+    /// application discards on open, such as SQLite's `-shm`).
+    pub fn without(mut self, ignore: &globset::GlobSet) -> Tree {
+        if ignore.is_empty() {
+            return self;
+        }
+        let doomed: Vec<String> = self
+            .walk()
+            .into_iter()
+            .map(|(path, _)| path)
+            .filter(|path| ignore.is_match(path))
+            .collect();
+        for path in doomed {
+            let (dir, name) = match path.rsplit_once('/') {
+                Some((dir, name)) => (self.lookup_id(dir), name),
+                None => (Some(self.root), path.as_str()),
+            };
+            if let Some(Node::Dir(entries)) = dir.and_then(|d| self.nodes.get_mut(&d)) {
+                entries.remove(name);
+            }
+        }
+        self
+    }
+
+    /// The paths whose node differs between this tree and `other`, or that
+    /// only one of them has: what a crash from `other` to this tree changes.
+    pub fn differences(&self, other: &Tree) -> Vec<String> {
+        let (a, b) = (self.walk(), other.walk());
+        let mut changed: Vec<String> = b
+            .iter()
+            .filter(|(path, node)| !a.iter().any(|(p, n)| p == path && n == node))
+            .map(|(path, _)| path.clone())
+            .chain(
+                a.iter()
+                    .filter(|(p, _)| !b.iter().any(|(q, _)| q == p))
+                    .map(|(p, _)| p.clone()),
+            )
+            .collect();
+        changed.sort();
+        changed.dedup();
+        changed
+    }
+
     /// Every reachable path with its node, depth first, sorted.
     pub fn walk(&self) -> Vec<(String, &Node)> {
         let mut out = Vec::new();
@@ -424,37 +505,7 @@ impl Log {
         let mut durable = self.initial.clone();
         for op in &self.ops[..k] {
             volatile.apply(op);
-            if let LogOp::Create { node, kind, .. } = op {
-                // The node exists from now on, with no durable content of its own
-                // yet; it is reachable only through durable (or kept) entries.
-                durable.nodes.entry(*node).or_insert_with(|| kind.fresh());
-            }
-            match op {
-                LogOp::Fsync { node } => {
-                    if let Some(n @ Node::File(_)) = volatile.nodes.get(node) {
-                        durable.nodes.insert(*node, n.clone());
-                    }
-                }
-                LogOp::FsyncDir { dir } => {
-                    if let Some(Node::Dir(entries)) = volatile.nodes.get(dir).cloned() {
-                        for child in entries.values() {
-                            // A child new to the durable tree exists with no durable content
-                            // of its own yet: an empty file or directory, or the symlink.
-                            if !durable.nodes.contains_key(child) {
-                                let fresh = match volatile.nodes.get(child) {
-                                    Some(Node::Dir(_)) => Node::Dir(BTreeMap::new()),
-                                    Some(Node::Symlink(t)) => Node::Symlink(t.clone()),
-                                    _ => Node::File(Vec::new()),
-                                };
-                                durable.nodes.insert(*child, fresh);
-                            }
-                        }
-                        durable.nodes.insert(*dir, Node::Dir(entries));
-                    }
-                }
-                LogOp::Sync => durable = volatile.clone(),
-                _ => {}
-            }
+            durable.absorb(&volatile, op);
         }
         durable
     }
@@ -492,7 +543,11 @@ impl Log {
     /// in `kept` (by index, with how much of each): the durable state with them
     /// applied in log order.
     pub fn state_with(&self, k: usize, kept: &BTreeMap<usize, Keep>) -> Tree {
-        let mut tree = self.durable_state(k);
+        self.state_on(self.durable_state(k), k, kept)
+    }
+
+    /// [`Log::state_with`] from the durable state of point `k`, already known.
+    pub fn state_on(&self, mut tree: Tree, k: usize, kept: &BTreeMap<usize, Keep>) -> Tree {
         for (&i, keep) in kept {
             match (keep, &self.ops[i]) {
                 (Keep::Torn(bytes), LogOp::Write { node, offset, data }) => {
@@ -590,188 +645,6 @@ impl fmt::Display for LogOp {
 pub type Kept = BTreeMap<usize, Keep>;
 
 impl Log {
-    /// Crash states to check at crash point `k`, at most `limit`: the durable
-    /// state, the no-crash state, each pending op kept alone (whole or torn), each
-    /// dropped alone, then — when all combinations exceed the limit — seeded random
-    /// combinations. With `sector`, kept writes may also tear at sector boundaries.
-    pub fn candidate_states(
-        &self,
-        k: usize,
-        sector: Option<u64>,
-        limit: usize,
-        seed: u64,
-    ) -> (Vec<Kept>, bool) {
-        let pending = self.pending(k);
-        let options: Vec<(usize, Vec<Keep>)> = pending
-            .iter()
-            .map(|&i| {
-                let mut keeps = vec![Keep::Whole];
-                if let Some(sector) = sector {
-                    keeps.extend(self.tears(i, sector).into_iter().map(Keep::Torn));
-                }
-                (i, keeps)
-            })
-            .collect();
-        let total = options
-            .iter()
-            .try_fold(1usize, |acc, (_, keeps)| acc.checked_mul(keeps.len() + 1));
-        let mut out: Vec<Kept> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut push = |kept: Kept, out: &mut Vec<Kept>| {
-            if out.len() < limit && seen.insert(kept.clone()) {
-                out.push(kept);
-            }
-        };
-        if let Some(total) = total.filter(|t| *t <= limit) {
-            // Every combination: a mixed-radix counter over (drop, keep options...).
-            for mut code in 0..total {
-                let mut kept = Kept::new();
-                for (i, keeps) in &options {
-                    let radix = keeps.len() + 1;
-                    let digit = code % radix;
-                    code /= radix;
-                    if digit > 0 {
-                        kept.insert(*i, keeps[digit - 1]);
-                    }
-                }
-                push(kept, &mut out);
-            }
-            return (out, false);
-        }
-        push(Kept::new(), &mut out);
-        push(
-            options.iter().map(|(i, _)| (*i, Keep::Whole)).collect(),
-            &mut out,
-        );
-        for (i, keeps) in &options {
-            for keep in keeps {
-                push(Kept::from([(*i, *keep)]), &mut out);
-            }
-        }
-        for (dropped, _) in &options {
-            push(
-                options
-                    .iter()
-                    .filter(|(i, _)| i != dropped)
-                    .map(|(i, _)| (*i, Keep::Whole))
-                    .collect(),
-                &mut out,
-            );
-        }
-        // Seeded random combinations for the rest of the budget.
-        let mut state = seed ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let mut next = || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            state >> 33
-        };
-        let mut attempts = 0;
-        while out.len() < limit && attempts < limit * 4 {
-            attempts += 1;
-            let mut kept = Kept::new();
-            for (i, keeps) in &options {
-                let digit = (next() % (keeps.len() as u64 + 1)) as usize;
-                if digit > 0 {
-                    kept.insert(*i, keeps[digit - 1]);
-                }
-            }
-            push(kept, &mut out);
-        }
-        (out, true)
-    }
-}
-
-/// The crash states of one crash point: the ways each pending operation can
-/// survive (whole, or with a sector size torn after each boundary inside it), each
-/// also droppable. Computed once per point, for counting and sampling.
-#[derive(Debug, Clone)]
-pub struct Survival {
-    options: Vec<(usize, Vec<Keep>)>,
-}
-
-impl Survival {
-    /// How many crash states there are in all (`None`: more than `usize`).
-    pub fn count(&self) -> Option<usize> {
-        self.options
-            .iter()
-            .try_fold(1usize, |acc, (_, keeps)| acc.checked_mul(keeps.len() + 1))
-    }
-
-    /// One random crash state: each pending operation kept with probability 1/2, a
-    /// kept write that can tear torn at a random boundary half the time. `next`
-    /// gives random 64-bit numbers.
-    pub fn random(&self, next: &mut impl FnMut() -> u64) -> Kept {
-        let mut kept = Kept::new();
-        for (i, keeps) in &self.options {
-            if next() & 1 == 0 {
-                continue;
-            }
-            let keep = if keeps.len() > 1 && next() & 1 == 1 {
-                keeps[1 + (next() as usize) % (keeps.len() - 1)]
-            } else {
-                Keep::Whole
-            };
-            kept.insert(*i, keep);
-        }
-        kept
-    }
-}
-
-impl Log {
-    /// The crash states of point `k` (with `sector`, pending writes may tear).
-    pub fn survival(&self, k: usize, sector: Option<u64>) -> Survival {
-        let options = self
-            .pending(k)
-            .into_iter()
-            .map(|i| {
-                let mut keeps = vec![Keep::Whole];
-                if let Some(sector) = sector {
-                    keeps.extend(self.tears(i, sector).into_iter().map(Keep::Torn));
-                }
-                (i, keeps)
-            })
-            .collect();
-        Survival { options }
-    }
-
-    /// The high-yield crash states at point `k`, the ones ALICE-style tools find
-    /// most bugs with: the surely-durable state, the no-crash state, each pending
-    /// operation kept alone, each dropped alone, and (with `sector`) the torn
-    /// variants of the last pending write. Distinct, in that order.
-    pub fn high_yield_states(&self, k: usize, sector: Option<u64>) -> Vec<Kept> {
-        let options = self.survival(k, sector).options;
-        let mut out: Vec<Kept> = Vec::new();
-        let mut push = |kept: Kept| {
-            if !out.contains(&kept) {
-                out.push(kept);
-            }
-        };
-        let all: Kept = options.iter().map(|(i, _)| (*i, Keep::Whole)).collect();
-        push(Kept::new());
-        push(all.clone());
-        for (i, _) in &options {
-            push(Kept::from([(*i, Keep::Whole)]));
-        }
-        for (dropped, _) in &options {
-            let mut kept = all.clone();
-            kept.remove(dropped);
-            push(kept);
-        }
-        let last_write = options
-            .iter()
-            .rev()
-            .find(|(i, _)| matches!(self.ops[*i], LogOp::Write { .. }));
-        if let Some((i, keeps)) = last_write {
-            for keep in keeps.iter().skip(1) {
-                let mut kept = all.clone();
-                kept.insert(*i, *keep);
-                push(kept);
-            }
-        }
-        out
-    }
-
     /// Checks that `kept` names only operations pending at `k`, and torn sizes
     /// that cut inside their write: the error says what is wrong.
     pub fn validate(&self, k: usize, kept: &Kept) -> Result<(), String> {

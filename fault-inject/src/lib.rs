@@ -37,6 +37,7 @@
 #![deny(missing_docs)]
 
 mod config;
+pub mod crash;
 mod delay;
 pub mod durability;
 mod errno;

@@ -32,6 +32,7 @@ mod scheduler;
 pub mod signals;
 pub mod stats;
 pub mod sync_watch;
+pub mod tree_io;
 pub mod tuning;
 
 pub use fs::DurabilityReport;

@@ -188,13 +188,27 @@ fn the_budget_reaches_every_crash_point_and_says_what_it_covered() {
         logs.path(),
         &["--max-states", "400"],
     );
-    assert_eq!(code, 0, "{out}");
+    // Clean so far is not clean: exit 3, with what was not covered and the fix.
+    assert_eq!(code, 3, "{out}");
     assert!(out.contains("crash points: 0..=120"), "{out}");
     assert!(
         out.contains("stopped early: --max-states was reached"),
         "{out}"
     );
     assert!(out.contains("skipped as already checked"), "{out}");
+    assert!(out.contains("CLEAN SO FAR, NOT CLEAN"), "{out}");
+    assert!(
+        out.contains("To finish: run again with --max-states"),
+        "{out}"
+    );
+    let (code, _) = explore_with(
+        "true",
+        &["sh", "-c", workload],
+        false,
+        logs.path(),
+        &["--max-states", "400", "--partial-ok"],
+    );
+    assert_eq!(code, 0, "--partial-ok accepts a partial run");
     // Without a cut, the high-yield states of every point are checked first: a
     // checker that fails only at the last crash point is reached.
     let last = r#"[ "$SLOWFS_CRASH_POINT" != 120 ]"#;
@@ -325,13 +339,21 @@ fn ignored_paths_timeouts_and_json() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(
-        report["violations"].as_array().unwrap().len(),
+        report["violations"].as_u64().unwrap() as usize,
         violations(&out)
     );
-    assert!(report["violations"][0]["replay"]
+    let examples: usize = report["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["examples"].as_array().unwrap().len())
+        .sum();
+    assert!(examples <= 3 * report["groups"].as_array().unwrap().len());
+    assert!(report["groups"][0]["examples"][0]["replay"]
         .as_str()
         .unwrap()
         .contains("--replay"));
+    assert_eq!(report["coverage"]["complete"], true);
     let (code, out) = explore_with(
         "sleep 5",
         &["sh", "-c", workload],
@@ -373,4 +395,171 @@ fn an_interrupted_exploration_reports_and_cleans_up() {
         .map(|e| e.path())
         .collect();
     assert!(left.is_empty(), "temporary directories left: {left:?}");
+}
+
+/// A terminal's Ctrl-C reaches the whole process group: the checkers it kills
+/// are not counted (they said nothing about their states), the summary is
+/// printed, exit 130.
+#[test]
+fn ctrl_c_to_the_process_group_counts_no_killed_checker() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .env("TMPDIR", tmp.path())
+        .args(["explore", "-j", "2", "--log-dir"])
+        .arg(logs.path())
+        .args(["--check", "sleep 1", "--", "sh", "-c"])
+        .arg("for i in $(seq 20); do echo $i > \"$SLOWFS_MOUNT/f$i\"; done")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    // SAFETY: signalling our own child's process group, as a terminal does.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    assert_eq!(
+        violations(&stdout),
+        0,
+        "a killed checker is no violation: {stdout}"
+    );
+    assert!(stdout.contains("verdict: INTERRUPTED"), "{stdout}");
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "temporary directories left: {left:?}");
+}
+
+/// Memory stays bounded with a huge state space: a workload whose operations
+/// all stay pending (2^48 states at its last crash point) is explored to its
+/// budget under a 2 GiB address-space limit, with progress shown.
+#[test]
+fn a_huge_state_space_runs_in_bounded_memory() {
+    use std::os::unix::process::CommandExt;
+    let logs = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_slowfs"));
+    cmd.args(["explore", "--max-states", "3000", "--log-dir"])
+        .arg(logs.path())
+        .args(["--check", "true", "--", "sh", "-c"])
+        .arg("cd \"$SLOWFS_MOUNT\"; for i in $(seq 12); do echo x > j; echo y >> j; rm j; done");
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 2 << 30,
+                rlim_max: 2 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let started = std::time::Instant::now();
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{stdout}{stderr}");
+    assert_eq!(violations(&stdout), 0);
+    assert!(
+        stderr.contains("states checked"),
+        "progress from the start: {stderr}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(240));
+}
+
+/// `--replay` checks a flagged state exactly as the run did: here with a
+/// persistent checker (states on stdin), which a one-shot run would not feed
+/// and so would wrongly accept.
+#[test]
+fn replay_runs_the_checker_as_the_run_did() {
+    let logs = tempfile::tempdir().unwrap();
+    let persistent = r#"python3 -c '
+import sys, os
+for line in sys.stdin:
+    state = line.split("\t")[0]
+    ok = os.path.exists(os.path.join(state, "done"))
+    print("ok" if ok else "no done file", flush=True)
+'"#;
+    let (code, out) = explore_with(
+        persistent,
+        &["sh", "-c", "echo 1 > \"$SLOWFS_MOUNT/done\""],
+        false,
+        logs.path(),
+        &["--persistent"],
+    );
+    assert_eq!(code, 1, "{out}");
+    let replay = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: "))
+        .expect("a replay command")
+        .to_string();
+    let args: Vec<&str> = replay.split_whitespace().skip(1).collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .args(&args)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("rejects it") && said.contains("no done file"),
+        "{said}"
+    );
+}
+
+/// A full temp directory is explore's own problem, not a violation nor a
+/// workload failure: retried, then reported (exit 4) with the summary so far.
+#[test]
+fn a_full_temp_directory_is_reported_as_such() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(tmp.path())
+        .status()
+        .unwrap();
+    assert!(
+        mounted.success(),
+        "mounting a small tmpfs (this test runs as root)"
+    );
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(tmp.path());
+    let logs = tempfile::tempdir().unwrap();
+    let backing = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .env("TMPDIR", tmp.path())
+        .args(["explore", "--backing"])
+        .arg(backing.path())
+        .arg("--log-dir")
+        .arg(logs.path())
+        .args(["--check", "true", "--", "sh", "-c"])
+        .arg("head -c 200000 /dev/zero > \"$SLOWFS_MOUNT/big\"")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("explore's own temporary space failed"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("No space left on device"), "{stdout}");
+    assert!(
+        stdout.contains("states checked: "),
+        "the summary so far: {stdout}"
+    );
 }

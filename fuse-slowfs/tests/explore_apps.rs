@@ -165,7 +165,7 @@ fn fsync_fails_catches_an_export_that_retries_fsync() {
             .as_array()
             .expect("--json holds the --fsync-fails runs")
             .iter()
-            .map(|run| run["violations"].as_array().unwrap().len())
+            .map(|run| run["violations"].as_u64().unwrap() as usize)
             .sum();
         assert_eq!(in_json, violations, "--json and the summary agree");
         (out.status.code(), failing_runs, violations, stdout)

@@ -82,7 +82,7 @@ impl SlowMount {
         config.record = record;
         config.crash_model = crash_model;
         let initial = if record {
-            Some(slowfs::explore::scan(backing.path())?)
+            Some(slowfs::tree_io::scan(backing.path())?)
         } else {
             None
         };

@@ -61,10 +61,14 @@ async fn one_case<E: Engine>(
         .map_err(|e| format!("atomic_write: {e}"))?;
     let log = mount.log();
     let end = log.ops().len();
-    for k in start..=end {
-        let (states, _) = log.candidate_states(k, Some(SECTOR), STATES_PER_POINT, seed);
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed);
+    for point in fault_inject::crash::points::Sweep::new(&log, start, end) {
+        let k = point.k;
+        let states =
+            fault_inject::crash::states::PointStates::new(&log, &point.pending, Some(SECTOR));
+        let (states, _) = states.up_to(STATES_PER_POINT, &mut rng);
         for kept in states {
-            let tree = log.state_with(k, &kept);
+            let tree = log.state_on(point.durable.clone(), k, &kept);
             let content = tree.lookup(name).and_then(|n| n.data());
             ensure(
                 content == Some(&old[..]) || content == Some(&new[..]),

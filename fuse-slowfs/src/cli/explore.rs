@@ -1,6 +1,5 @@
-//! `slowfs explore`: record a workload, then check its crash states.
+//! `slowfs explore`: flags wired to `slowfs::explore`, and the report printed.
 
-use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -8,41 +7,55 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use fault_inject::durability::{Keep, Log, LogOp};
+use fault_inject::crash::report::Group;
+use fault_inject::crash::text::{parse_state, ranges};
+use fault_inject::durability::{Log, LogOp};
 use slowfs::explore::{
-    describe, explore as run_explore, kept_spec, materialize, node_names, parse_state, scan, Cut,
-    Exploration, ExploreConfig, Progress, Violation,
+    checker_reads_crash_point, explore as run_explore, materialize, record, replay, CheckSettings,
+    Cut, Exploration, ExploreConfig, Progress, Running, SavedRun, Verdict,
 };
-use slowfs::{Mount, MountConfig};
-
-use super::ExploreArgs;
 use slowfs::signals::block_termination;
 
-/// Violation groups printed in full; `--json` has every violation.
-const GROUPS_SHOWN: usize = 20;
+use super::ExploreArgs;
+
+/// Violation groups printed in full; `--json` has them all.
+const GROUPS_SHOWN: usize = 10;
 
 pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
-    if let Some(log_path) = &args.replay {
-        return replay(
-            log_path,
-            args.state.as_deref().unwrap_or_default(),
-            &args.check,
-            args.keep_state.as_deref(),
-        );
+    if let Some(saved) = &args.replay {
+        return replay_one(saved, &args);
     }
+    let check = args
+        .check
+        .clone()
+        .expect("clap requires --check without --replay");
     if args.workload.is_empty() {
         bail!("give the workload after --, e.g. slowfs explore --check ./check.sh -- ./export.sh");
     }
-    // Ctrl-C / SIGTERM: passed to the workload while it runs, then they stop the
-    // checking and the summary of what was found is printed.
+    if checker_reads_crash_point(&check) && !args.per_point {
+        eprintln!(
+            "slowfs explore: note: the checker reads SLOWFS_CRASH_POINT; without --per-point a \
+             state seen at several crash points is checked at the first one only"
+        );
+    }
+    // Ctrl-C / SIGTERM: passed to the workload while it runs; then they stop the
+    // checking (checkers run in process groups of their own, so only slowfs
+    // hears a terminal's Ctrl-C and ends them itself), and the summary of what
+    // was found is printed.
     let signals = block_termination();
     let stop = Arc::new(AtomicBool::new(false));
+    let running = Running::default();
     let workload_pid = Arc::new(AtomicI32::new(0));
     {
-        let (stop, workload_pid) = (Arc::clone(&stop), Arc::clone(&workload_pid));
+        let (stop, running, workload_pid) = (
+            Arc::clone(&stop),
+            running.clone(),
+            Arc::clone(&workload_pid),
+        );
         std::thread::spawn(move || loop {
             if let Ok(signal) = signals.wait() {
                 stop.store(true, Ordering::SeqCst);
+                running.stop_all();
                 let pid = workload_pid.load(Ordering::SeqCst);
                 if pid > 0 {
                     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
@@ -59,7 +72,12 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
             (temp.path().to_path_buf(), Some(temp))
         }
     };
+    eprintln!("slowfs explore: running the workload on a recording mount");
     let first = record(&args.workload, &backing, None, &workload_pid)?;
+    if stop.load(Ordering::SeqCst) {
+        eprintln!("slowfs explore: interrupted during the workload; no crash states were checked");
+        return Ok(ExitCode::from(130));
+    }
     if !first.status.success() {
         eprintln!(
             "slowfs explore: the workload failed ({}); no crash states were checked",
@@ -68,47 +86,24 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let log = first.log;
-    let log_dir = args.log_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let saved_path = save_log(&log, &log_dir)?;
-
-    let mut config = ExploreConfig::new(args.check.clone());
-    config.max_states = args.max_states;
-    config.time_budget = args.time_budget;
-    config.torn_sector = args.torn.then_some(args.sector);
-    config.seed = args.seed;
-    config.crash_points = args.crash_points;
-    config.per_point = args.per_point;
-    config.ignore = args.ignore.clone();
-    if let Some(jobs) = args.jobs {
-        config.jobs = jobs.max(1);
-    }
-    config.persistent = args.persistent;
-    config.timeout = args.timeout;
-    config.stop = Arc::clone(&stop);
-    if stop.load(Ordering::SeqCst) {
-        eprintln!("slowfs explore: interrupted during the workload; no crash states were checked");
-        return Ok(ExitCode::from(130));
-    }
+    let config = config(&args, check, stop, running);
     eprintln!(
         "slowfs explore: {} operations recorded; checking crash states with {} checker(s)",
         log.ops().len(),
         config.jobs
     );
     let mut line = ProgressLine::new();
-    let result = run_explore(&log, &config, |p| line.show(p, &config));
+    let result = run_explore(&log, &config, |p| line.show(p));
     line.finish();
     let result = result?;
+    let saved = save_if_needed(&log, &config, &args, result.violations > 0)?;
     let report = Report {
-        names: node_names(&log),
-        log: &log,
         result: &result,
-        saved: &saved_path,
-        check: &args.check,
-        config: &config,
+        saved: saved.as_deref(),
+        args: &args,
     };
-    report.print_summary();
-    report.print_groups();
-    let mut violations = result.violations.len();
+    report.print();
+    let mut violations = result.violations;
     let mut json = report.json();
     if args.fsync_fails && result.cut != Some(Cut::Interrupted) {
         let (found, runs) = explore_fsync_failures(&args, &log, &config, &workload_pid)?;
@@ -118,77 +113,70 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&json)?)
             .with_context(|| format!("writing {}", path.display()))?;
-        println!("\nevery violation: {}", path.display());
+        println!("\nreport as JSON: {}", path.display());
     }
-    Ok(if violations == 0 {
-        if stop.load(Ordering::SeqCst) {
-            ExitCode::from(130)
-        } else {
-            ExitCode::SUCCESS
-        }
+    let code = if result.cut == Some(Cut::Interrupted) {
+        130
+    } else if violations > 0 {
+        1
+    } else if result.cut == Some(Cut::OwnError) {
+        4
+    } else if !result.coverage.complete() && !args.partial_ok {
+        3
     } else {
-        ExitCode::FAILURE
-    })
+        0
+    };
+    Ok(ExitCode::from(code))
 }
 
-/// One recorded run of the workload.
-struct Recorded {
-    log: Log,
-    status: std::process::ExitStatus,
-}
-
-/// Runs the workload once on a recording mount over `backing` (with `rule`, if
-/// any) and returns its log over the backing's state before the run.
-fn record(
-    workload: &[std::ffi::OsString],
-    backing: &Path,
-    rule: Option<&str>,
-    workload_pid: &AtomicI32,
-) -> anyhow::Result<Recorded> {
-    let initial = scan(backing)
-        .with_context(|| format!("reading the initial state of {}", backing.display()))?;
-    let mountpoint = tempfile::Builder::new().prefix("slowfs-mnt-").tempdir()?;
-    let mut config = MountConfig::new(backing, mountpoint.path());
-    config.record = true;
-    config.control = None;
-    if let Some(rule) = rule {
-        config.spec.add_rule("--fsync-fails", rule)?;
+fn config(
+    args: &ExploreArgs,
+    check: String,
+    stop: Arc<AtomicBool>,
+    running: Running,
+) -> ExploreConfig {
+    let mut config = ExploreConfig::new(check);
+    config.settings.persistent = args.persistent;
+    config.settings.ignore = args.ignore.clone();
+    config.settings.timeout_ms = args.timeout.as_millis() as u64;
+    config.max_states = args.max_states;
+    config.time_budget = args.time_budget;
+    config.torn_sector = args.torn.then_some(args.sector);
+    config.seed = args.seed;
+    config.crash_points = args.crash_points;
+    config.per_point = args.per_point;
+    if let Some(jobs) = args.jobs {
+        config.jobs = jobs.max(1);
     }
-    let mount = Mount::start(config)?;
-    eprintln!(
-        "slowfs explore: running the workload on a recording mount at {}{}",
-        mount.mountpoint().display(),
-        rule.map(|r| format!(" with \"{r}\"")).unwrap_or_default()
-    );
-    let status = run_workload(workload, &mount, workload_pid);
-    workload_pid.store(0, Ordering::SeqCst);
-    let ops = mount.recorded();
-    mount.unmount().context("unmounting the recording mount")?;
-    let status = status.with_context(|| format!("cannot start the workload {:?}", workload[0]))?;
-    let mut log = Log::new(initial);
-    for op in ops {
-        log.push(op);
-    }
-    Ok(Recorded { log, status })
+    config.stop = stop;
+    config.running = running;
+    config
 }
 
-/// Saves a log where `--replay` can read it; returns its path.
-fn save_log(log: &Log, dir: &Path) -> anyhow::Result<PathBuf> {
-    let saved = tempfile::Builder::new()
-        .prefix("slowfs-explore-log-")
-        .suffix(".json")
-        .tempfile_in(dir)
-        .with_context(|| format!("saving the log in {}", dir.display()))?;
-    serde_json::to_writer(saved.as_file(), log)?;
-    let (_, path) = saved.keep().context("keeping the log")?;
-    Ok(path)
+/// Saves the run for `--replay`: into `--log-dir` always, else into the
+/// current directory when there is something to replay.
+fn save_if_needed(
+    log: &Log,
+    config: &ExploreConfig,
+    args: &ExploreArgs,
+    violations: bool,
+) -> anyhow::Result<Option<PathBuf>> {
+    let dir = match (&args.log_dir, violations) {
+        (Some(dir), _) => dir.clone(),
+        (None, true) => PathBuf::from("."),
+        (None, false) => return Ok(None),
+    };
+    let saved = SavedRun {
+        settings: config.settings.clone(),
+        log: log.clone(),
+    };
+    Ok(Some(saved.save(&dir)?))
 }
 
 /// `--fsync-fails`: runs the workload again once per fsync of the first run,
 /// from the same initial state, with that fsync failing as Linux fails one
 /// (EIO; the file's unsynced data dropped; a retry succeeds), and checks each
-/// run's crash states within what is left of the budget. Returns the violations,
-/// and each run's report as JSON (with the failing fsync and the workload's exit).
+/// run's crash states within what is left of the budget.
 fn explore_fsync_failures(
     args: &ExploreArgs,
     first: &Log,
@@ -205,7 +193,6 @@ fn explore_fsync_failures(
          fsync failing in turn (EIO, the file's unsynced data dropped, a retry succeeds)"
     );
     let start = std::time::Instant::now();
-    let log_dir = args.log_dir.clone().unwrap_or_else(std::env::temp_dir);
     let mut states_left = config.max_states;
     let mut violations = 0;
     let mut runs = Vec::new();
@@ -228,7 +215,6 @@ fn explore_fsync_failures(
         materialize(first.initial(), &backing)?;
         let rule = format!("fsync,fdatasync error=EIO drop after={i}");
         let run = record(&args.workload, &backing, Some(&rule), workload_pid)?;
-        let saved = save_log(&run.log, &log_dir)?;
         let mut config = config.clone();
         config.max_states = states_left;
         config.time_budget = time_left;
@@ -247,30 +233,28 @@ fn explore_fsync_failures(
             "(the data that fsync dropped is gone from every state of this run, the no-crash \
              state included: it was lost at the fsync, not at a crash)"
         );
+        let saved = save_if_needed(&run.log, &config, args, result.violations > 0)?;
         let report = Report {
-            names: node_names(&run.log),
-            log: &run.log,
             result: &result,
-            saved: &saved,
-            check: &args.check,
-            config: &config,
+            saved: saved.as_deref(),
+            args,
         };
-        report.print_summary();
-        report.print_groups();
+        report.print();
         let mut json = report.json();
         json["failing_fsync"] = serde_json::json!(i + 1);
         json["workload_exit"] = serde_json::json!(run.status.code());
         runs.push(json);
-        violations += result.violations.len();
+        violations += result.violations;
     }
     println!("\nfsync-fails violations: {violations}");
     Ok((violations, runs))
 }
 
-/// One updating line on a terminal; a plain line every 10 s otherwise.
+/// One updating line on a terminal; a plain line every 10 s otherwise (the
+/// first one after a second, so a log shows the run is alive).
 struct ProgressLine {
     tty: bool,
-    last_plain: std::time::Instant,
+    last_plain: Option<std::time::Instant>,
     shown: bool,
 }
 
@@ -278,38 +262,33 @@ impl ProgressLine {
     fn new() -> ProgressLine {
         ProgressLine {
             tty: std::io::stderr().is_terminal(),
-            last_plain: std::time::Instant::now(),
+            last_plain: None,
             shown: false,
         }
     }
 
-    fn show(&mut self, p: &Progress, config: &ExploreConfig) {
-        let rate = p.checked as f64 / p.seconds.max(1e-9);
-        let (planned, done) = p.high_yield;
-        let eta = if done < planned {
-            // The high-yield pass is known; its ETA is what can be promised.
+    fn show(&mut self, p: &Progress) {
+        let rate = p.rate();
+        let eta = if p.high_yield_left > 0 {
             format!(
-                "high-yield {done}/{planned}, ETA {:.0} s",
-                (planned - done) as f64 / rate.max(1e-9)
+                "{} high-yield states left, ETA {:.0} s",
+                p.high_yield_left,
+                p.high_yield_left as f64 / rate.max(1e-9)
             )
         } else {
-            let left = config.max_states.saturating_sub(p.checked);
-            format!(
-                "sampling, budget left {left} (~{:.0} s)",
-                left as f64 / rate.max(1e-9)
-            )
+            "high-yield states done; sampling with the budget left".to_string()
         };
         let text = format!(
-            "slowfs explore: {} states checked ({:.0}/s), {} duplicates skipped, {}; {} violation(s)",
-            p.checked, rate, p.duplicates, eta, p.violations
+            "slowfs explore: {} states checked ({:.0}/s), {} duplicates skipped; {eta}; {} violation(s)",
+            p.checked, rate, p.duplicates, p.violations
         );
         if self.tty {
             eprint!("\r\x1b[K{text}");
             let _ = std::io::stderr().flush();
             self.shown = true;
-        } else if self.last_plain.elapsed().as_secs() >= 10 {
+        } else if self.last_plain.is_none_or(|t| t.elapsed().as_secs() >= 10) {
             eprintln!("{text}");
-            self.last_plain = std::time::Instant::now();
+            self.last_plain = Some(std::time::Instant::now());
         }
     }
 
@@ -320,269 +299,201 @@ impl ProgressLine {
     }
 }
 
-/// Runs the workload with sync(2)/syncfs(2) reported to the recorder (see
-/// `slowfs::sync_watch`); its exit status.
-fn run_workload(
-    workload: &[std::ffi::OsString],
-    mount: &Mount,
-    pid: &AtomicI32,
-) -> std::io::Result<std::process::ExitStatus> {
-    use std::os::unix::process::CommandExt;
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-    let filter = slowfs::sync_watch::SyncFilter::new();
-    let theirs_fd = std::os::fd::AsRawFd::as_raw_fd(&theirs);
-    let mut command = std::process::Command::new(&workload[0]);
-    command
-        .args(&workload[1..])
-        .env("SLOWFS_MOUNT", mount.mountpoint());
-    // SAFETY: `install` makes only async-signal-safe syscalls and does not
-    // allocate; sigprocmask is async-signal-safe too.
-    unsafe {
-        command.pre_exec(move || {
-            nix::sys::signal::SigSet::all()
-                .thread_unblock()
-                .map_err(std::io::Error::from)?;
-            filter.install(theirs_fd)
-        });
-    }
-    let mut child = command.spawn()?;
-    pid.store(child.id() as i32, Ordering::SeqCst);
-    drop(theirs);
-    if let Err(e) = slowfs::sync_watch::watch(ours, mount.sync_recorder()) {
-        eprintln!("slowfs explore: sync(2) will not be seen: {e}");
-    }
-    // Each sync is recorded before it runs, so once the workload has exited every
-    // one of its syncs is in the log; the watcher thread ends with the last process
-    // of the tree.
-    child.wait()
-}
-
 /// The results, for people and for `--json`.
 struct Report<'a> {
-    log: &'a Log,
-    /// A name for every node ([`node_names`]), computed once.
-    names: std::collections::HashMap<u64, String>,
     result: &'a Exploration,
-    saved: &'a Path,
-    check: &'a str,
-    config: &'a ExploreConfig,
-}
-
-/// Violations with the same checker message (numbers and hashes blanked), with
-/// the patterns of lost operations among them, most common first.
-struct Group<'a> {
-    message: String,
-    patterns: Vec<(String, usize)>,
-    members: Vec<&'a Violation>,
+    saved: Option<&'a Path>,
+    args: &'a ExploreArgs,
 }
 
 impl Report<'_> {
-    fn print_summary(&self) {
+    fn print(&self) {
         let r = self.result;
+        let c = &r.coverage;
         println!("ops recorded: {}", r.ops);
         println!(
             "crash points: {}..={} ({} in all)",
-            r.crash_points.0,
-            r.crash_points.1,
-            r.crash_points.1 - r.crash_points.0 + 1
+            r.crash_points.0, r.crash_points.1, c.points
         );
         println!(
-            "states checked: {} distinct ({} skipped as already checked{})",
+            "states checked: {} distinct ({} skipped as already checked{}), {:.0}/s",
             r.states,
             r.duplicates,
-            if self.config.per_point {
+            if self.args.per_point {
                 " at the same crash point"
             } else {
                 ""
+            },
+            r.states as f64 / r.seconds.max(1e-9)
+        );
+        println!("coverage of the {} crash points:", c.points);
+        println!("  every state checked              {:>7}", c.every_state);
+        println!(
+            "  high-yield states + random ones  {:>7}",
+            c.high_yield_and_sampled
+        );
+        println!(
+            "  high-yield states only           {:>7}",
+            c.high_yield_only
+        );
+        println!(
+            "  high-yield states NOT all checked{:>7}{}",
+            c.incomplete.len(),
+            if c.incomplete.is_empty() {
+                String::new()
+            } else {
+                format!(" (points {})", ranges(&c.incomplete))
             }
         );
-        println!("states/s: {:.0}", r.states as f64 / r.seconds.max(1e-9));
-        let covered = match r.cut {
-            None => "every crash point got its high-yield states; the budget was not reached"
-                .to_string(),
-            Some(cut) => {
-                let why = match cut {
-                    Cut::MaxStates => "--max-states was reached",
-                    Cut::TimeBudget => "--time-budget ran out",
-                    Cut::Interrupted => "interrupted",
-                };
-                format!("stopped early: {why}")
+        println!(
+            "  high-yield states checked: {} of {} (duplicates included)",
+            c.high_yield.1, c.high_yield.0
+        );
+        if let Some(cut) = r.cut {
+            let why = match cut {
+                Cut::MaxStates => "--max-states was reached",
+                Cut::TimeBudget => "--time-budget ran out",
+                Cut::Interrupted => "interrupted",
+                Cut::OwnError => "explore's own temporary space failed",
+            };
+            println!("stopped early: {why}");
+        }
+        if let Some(e) = &r.error {
+            println!("error: {e}");
+        }
+        println!("violations: {}", r.violations);
+        self.print_groups();
+        println!("\n{}", self.verdict());
+    }
+
+    /// The last line: what the run can promise, and how to finish the job.
+    fn verdict(&self) -> String {
+        let r = self.result;
+        let c = &r.coverage;
+        if r.cut == Some(Cut::Interrupted) {
+            return format!(
+                "verdict: INTERRUPTED after {} states: not a verdict",
+                r.states
+            );
+        }
+        if r.violations > 0 {
+            return format!(
+                "verdict: {} VIOLATION(S) in {} group(s)",
+                r.violations,
+                r.groups.len()
+            );
+        }
+        if let Some(e) = &r.error {
+            return format!("verdict: STOPPED by explore's own error ({e}): clean so far only");
+        }
+        if c.complete() {
+            return format!(
+                "verdict: clean: every crash point's high-yield states checked ({} states)",
+                r.states
+            );
+        }
+        let needed = r.states + c.high_yield.0.saturating_sub(c.high_yield.1);
+        let (a, b) = (
+            c.incomplete.first().copied().unwrap_or(0),
+            c.incomplete.last().copied().unwrap_or(0),
+        );
+        format!(
+            "verdict: CLEAN SO FAR, NOT CLEAN: {} crash point(s) did not get all their high-yield \
+             states ({}). To finish: run again with --max-states {needed}{} (or only those points: \
+             --crash-points {a}..{b}); --partial-ok accepts a partial run",
+            c.incomplete.len(),
+            ranges(&c.incomplete),
+            if self.args.time_budget.is_some() {
+                " and a longer --time-budget"
+            } else {
+                ""
             }
-        };
-        println!("coverage: {covered}");
-        println!("  crash points with every state checked: {}", r.exhausted);
-        if !r.high_yield_incomplete.is_empty() {
-            println!(
-                "  crash points whose high-yield states were not all checked: {} ({}); raise \
-                 --max-states or --time-budget, or focus with --crash-points",
-                r.high_yield_incomplete.len(),
-                ranges(&r.high_yield_incomplete)
-            );
-        }
-        if !r.high_yield_only.is_empty() {
-            println!(
-                "  crash points that got only their high-yield states: {} ({})",
-                r.high_yield_only.len(),
-                ranges(&r.high_yield_only)
-            );
-        }
-        println!("violations: {}", r.violations.len());
-    }
-
-    fn groups(&self) -> Vec<Group<'_>> {
-        let mut groups: BTreeMap<String, Vec<&Violation>> = BTreeMap::new();
-        for v in &self.result.violations {
-            let message = normalise(v.output.lines().next().unwrap_or(""));
-            groups.entry(message).or_default().push(v);
-        }
-        let mut groups: Vec<Group> = groups
-            .into_iter()
-            .map(|(message, members)| {
-                let mut patterns: BTreeMap<String, usize> = BTreeMap::new();
-                for v in &members {
-                    // The kinds of loss, not their count: 3 lost writes of a file
-                    // and 4 are one pattern.
-                    let mut lost: Vec<String> = self.lost(v).iter().map(|l| normalise(l)).collect();
-                    lost.sort();
-                    lost.dedup();
-                    *patterns.entry(lost.join("; ")).or_default() += 1;
-                }
-                let mut patterns: Vec<(String, usize)> = patterns.into_iter().collect();
-                patterns.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
-                Group {
-                    message,
-                    patterns,
-                    members,
-                }
-            })
-            .collect();
-        groups.sort_by_key(|g| std::cmp::Reverse(g.members.len()));
-        groups
-    }
-
-    /// The operations a violation's state lost: dropped or torn pending ones,
-    /// described with path names (node ids and byte ranges left out of the pattern).
-    fn lost(&self, v: &Violation) -> Vec<String> {
-        let names = &self.names;
-        v.pending
-            .iter()
-            .filter(|i| !matches!(v.kept.get(i), Some(Keep::Whole)))
-            .map(|&i| {
-                let op = &self.log.ops()[i];
-                let what = match op {
-                    LogOp::Write { node, .. } => format!(
-                        "write {}",
-                        names
-                            .get(node)
-                            .cloned()
-                            .unwrap_or_else(|| format!("#{node}"))
-                    ),
-                    other => describe(other, names),
-                };
-                let fate = if v.kept.contains_key(&i) {
-                    "torn"
-                } else {
-                    "lost"
-                };
-                format!("{fate} {what}")
-            })
-            .collect()
+        )
     }
 
     fn print_groups(&self) {
-        let groups = self.groups();
+        let groups = &self.result.groups;
         if groups.is_empty() {
             return;
         }
         println!(
-            "\n{} violation group(s) (same checker message, numbers and hashes aside):",
+            "\n{} violation group(s), one per cause (the checker's message with numbers, \
+             hashes and temp names masked):",
             groups.len()
         );
         for (n, group) in groups.iter().enumerate().take(GROUPS_SHOWN) {
-            // The smallest example: fewest lost operations, then earliest point.
-            let example = group
-                .members
-                .iter()
-                .min_by_key(|v| (v.pending.len() - v.kept.len(), v.crash_point))
-                .expect("groups are not empty");
-            let points: Vec<usize> = group.members.iter().map(|v| v.crash_point).collect();
-            println!(
-                "\ngroup {}: {} violation(s) at crash points {}",
-                n + 1,
-                group.members.len(),
-                ranges(&points)
-            );
-            println!("  checker: {}", group.message);
-            for (pattern, count) in group.patterns.iter().take(3) {
-                let pattern = if pattern.is_empty() {
-                    "nothing lost (the no-crash state itself)"
-                } else {
-                    pattern
-                };
-                println!("  {count:>5} x lost: {pattern}");
-            }
-            if group.patterns.len() > 3 {
-                println!(
-                    "        ... {} more patterns of lost operations",
-                    group.patterns.len() - 3
-                );
-            }
-            println!(
-                "  smallest example: crash after {} of {} operations; not yet durable there:",
-                example.crash_point, self.result.ops
-            );
-            for &i in &example.pending {
-                let fate = match example.kept.get(&i) {
-                    Some(Keep::Whole) => "kept",
-                    Some(Keep::Torn(_)) => "torn",
-                    None => "DROPPED",
-                };
-                let torn = match example.kept.get(&i) {
-                    Some(Keep::Torn(bytes)) => format!(" (first {bytes} bytes survive)"),
-                    _ => String::new(),
-                };
-                println!(
-                    "    {i:>4} {fate:<8} {}{torn}",
-                    describe(&self.log.ops()[i], &self.names)
-                );
-            }
-            for line in example.output.lines().take(5) {
-                println!("    checker: {line}");
-            }
-            println!("    replay: {}", self.replay_command(example));
+            self.print_group(n + 1, group);
         }
         if groups.len() > GROUPS_SHOWN {
             println!(
-                "\n... and {} more group(s); --json FILE lists every violation",
+                "\n... and {} more group(s) (--json FILE has them all)",
                 groups.len() - GROUPS_SHOWN
             );
         }
     }
 
-    fn replay_command(&self, v: &Violation) -> String {
-        format!(
-            "slowfs explore --replay {} --state {}/{} --check {}",
-            self.saved.display(),
-            v.crash_point,
-            kept_spec(&v.kept),
-            shell_quote(self.check)
-        )
+    fn print_group(&self, n: usize, group: &Group) {
+        println!(
+            "\ngroup {n}: {} violation(s) at crash points {}",
+            group.count, group.points
+        );
+        println!("  checker: {}", group.message);
+        for (pattern, count) in group.patterns.iter().take(3) {
+            let pattern = if pattern.is_empty() {
+                "nothing lost (the no-crash state itself)"
+            } else {
+                pattern
+            };
+            println!("  {count:>6} x {pattern}");
+        }
+        let Some(example) = group.examples.first() else {
+            return;
+        };
+        println!(
+            "  smallest example: crash after {} of {} operations; {} pending operation(s) kept whole, and:",
+            example.point, self.result.ops, example.kept
+        );
+        if example.lost.is_empty() {
+            println!("    (nothing lost but ignored files)");
+        }
+        for lost in example.lost.iter().take(8) {
+            println!("    {lost}");
+        }
+        if example.lost.len() > 8 {
+            println!("    ... {} more lost", example.lost.len() - 8);
+        }
+        for line in example.output.lines().take(5) {
+            println!("    checker: {line}");
+        }
+        if let Some(command) = self.replay_command(&example.state) {
+            println!("    replay: {command}");
+        }
+    }
+
+    fn replay_command(&self, state: &str) -> Option<String> {
+        Some(format!(
+            "slowfs explore --replay {} --state {state}",
+            self.saved?.display()
+        ))
     }
 
     fn json(&self) -> serde_json::Value {
         let r = self.result;
-        let violations: Vec<_> = r
-            .violations
+        let c = &r.coverage;
+        let groups: Vec<serde_json::Value> = r
+            .groups
             .iter()
-            .map(|v| {
-                serde_json::json!({
-                    "crash_point": v.crash_point,
-                    "state": format!("{}/{}", v.crash_point, kept_spec(&v.kept)),
-                    "lost": self.lost(v),
-                    "checker_status": v.status,
-                    "checker_output": v.output,
-                    "replay": self.replay_command(v),
-                })
+            .map(|g| {
+                let mut value = serde_json::to_value(g).expect("serializes");
+                for (example, json) in g.examples.iter().zip(
+                    value["examples"]
+                        .as_array_mut()
+                        .expect("examples are a list")
+                        .iter_mut(),
+                ) {
+                    json["replay"] = serde_json::json!(self.replay_command(&example.state));
+                }
+                value
             })
             .collect();
         serde_json::json!({
@@ -590,132 +501,68 @@ impl Report<'_> {
             "crash_points": [r.crash_points.0, r.crash_points.1],
             "states": r.states,
             "duplicates": r.duplicates,
-            "high_yield_only": r.high_yield_only,
-            "high_yield_incomplete": r.high_yield_incomplete,
+            "coverage": {
+                "points": c.points,
+                "every_state": c.every_state,
+                "high_yield_and_sampled": c.high_yield_and_sampled,
+                "high_yield_only": c.high_yield_only,
+                "incomplete": c.incomplete,
+                "high_yield_states": [c.high_yield.1, c.high_yield.0],
+                "complete": c.complete(),
+            },
             "cut": r.cut.map(|c| format!("{c:?}")),
+            "error": r.error,
             "seconds": r.seconds,
-            "log": self.saved,
-            "violations": violations,
+            "saved_run": self.saved,
+            "violations": r.violations,
+            "groups": groups,
+            "verdict": self.verdict(),
         })
     }
 }
 
-/// A line with hashes, random names and numbers blanked, so that "row 17" and
-/// "row 18", or two object files, group together: a word with a digit in it
-/// becomes `#`.
-fn normalise(line: &str) -> String {
-    let mut out = String::new();
-    let mut word = String::new();
-    let flush = |word: &mut String, out: &mut String| {
-        if word.chars().any(|c| c.is_ascii_digit()) {
-            out.push('#');
-        } else {
-            out.push_str(word);
+fn replay_one(saved_path: &Path, args: &ExploreArgs) -> anyhow::Result<ExitCode> {
+    let state = args.state.as_deref().unwrap_or_default();
+    let mut saved = SavedRun::load(saved_path)?;
+    if let Some(check) = &args.check {
+        if *check != saved.settings.check {
+            eprintln!(
+                "slowfs explore: checking with `{check}` (the run used `{}`)",
+                saved.settings.check
+            );
         }
-        word.clear();
-    };
-    for c in line.trim().chars() {
-        if c.is_ascii_alphanumeric() || c == '_' {
-            word.push(c);
-        } else {
-            flush(&mut word, &mut out);
-            out.push(c);
-        }
+        saved.settings = CheckSettings {
+            check: check.clone(),
+            ..saved.settings
+        };
     }
-    flush(&mut word, &mut out);
-    out
-}
-
-/// `3, 5..9, 12` from sorted or unsorted points.
-fn ranges(points: &[usize]) -> String {
-    let mut points = points.to_vec();
-    points.sort_unstable();
-    points.dedup();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < points.len() {
-        let mut j = i;
-        while j + 1 < points.len() && points[j + 1] == points[j] + 1 {
-            j += 1;
-        }
-        out.push(if i == j {
-            points[i].to_string()
-        } else {
-            format!("{}..{}", points[i], points[j])
-        });
-        i = j + 1;
-    }
-    if out.len() > 12 {
-        let more = out.len() - 12;
-        out.truncate(12);
-        out.push(format!("and {more} more"));
-    }
-    out.join(", ")
-}
-
-fn replay(
-    log_path: &PathBuf,
-    state: &str,
-    check: &str,
-    keep: Option<&Path>,
-) -> anyhow::Result<ExitCode> {
-    let log: Log = serde_json::from_reader(
-        std::fs::File::open(log_path).with_context(|| format!("opening {}", log_path.display()))?,
-    )
-    .with_context(|| format!("{} is not a slowfs explore log", log_path.display()))?;
     let (point, kept) = parse_state(state).map_err(anyhow::Error::msg)?;
-    log.validate(point, &kept)
-        .map_err(|e| anyhow::anyhow!("--state {state}: {e}"))?;
-    let dir = tempfile::Builder::new().prefix("slowfs-state-").tempdir()?;
-    let state_dir = match keep {
-        Some(keep) => keep.to_path_buf(),
-        None => dir.path().join("state"),
-    };
-    if keep
-        .is_some_and(|k| k.exists() && std::fs::read_dir(k).is_ok_and(|mut d| d.next().is_some()))
-    {
-        bail!(
-            "--keep-state {}: the directory is not empty (give a new or empty one)",
-            state_dir.display()
-        );
-    }
-    let tree = log.state_with(point, &kept);
-    materialize(&tree, &state_dir)
-        .with_context(|| format!("writing the state to {}", state_dir.display()))?;
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(check)
-        .current_dir(&state_dir)
-        .env("SLOWFS_STATE", &state_dir)
-        .env("SLOWFS_CRASH_POINT", point.to_string())
-        .env("SLOWFS_OPS", log.ops().len().to_string())
-        .status()
-        .context("running the checker")?;
-    println!(
-        "state {state}: checker {}",
-        if status.success() {
-            "accepts it"
-        } else {
-            "rejects it"
+    if let Some(keep) = &args.keep_state {
+        if keep.exists() && std::fs::read_dir(keep).is_ok_and(|mut d| d.next().is_some()) {
+            bail!(
+                "--keep-state {}: the directory is not empty (give a new or empty one)",
+                keep.display()
+            );
         }
-    );
-    if keep.is_some() {
-        println!("state kept in {}", state_dir.display());
     }
-    Ok(if status.success() {
+    let verdict = replay(&saved, point, &kept, args.keep_state.as_deref())
+        .map_err(|e| anyhow::anyhow!("--state {state}: {e}"))?;
+    let accepted = verdict == Verdict::Accepted;
+    match &verdict {
+        Verdict::Accepted => println!("state {state}: checker accepts it"),
+        Verdict::Rejected(status, output) => {
+            println!("state {state}: checker rejects it (status {status})");
+            for line in output.lines().take(20) {
+                println!("  {line}");
+            }
+        }
+    }
+    if let Some(keep) = &args.keep_state {
+        println!("state kept in {}", keep.display());
+    }
+    Ok(if accepted {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
-}
-
-fn shell_quote(text: &str) -> String {
-    if text
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-=".contains(c))
-    {
-        text.to_string()
-    } else {
-        format!("'{}'", text.replace('\'', "'\\''"))
-    }
 }

@@ -37,6 +37,17 @@ RULES
               after_bytes=SIZE (a quota on bytes moved by matching requests)
   Globs match the path relative to the mount root; * stays in one directory, ** crosses.";
 
+const EXPLORE_EXITS: &str = "\
+EXIT STATUS
+  0    clean: every crash point got its high-yield states, none violated
+  1    a state violated (the report groups them by cause, with replay commands)
+  2    bad usage, or the workload itself failed (nothing was checked)
+  3    clean so far, but not every crash point got its high-yield states (the
+       budget ran out): the summary says which and the command that finishes
+       the job; --partial-ok makes this 0
+  4    explore's own temporary space failed (the summary so far is printed)
+  130  interrupted (Ctrl-C): the summary of what was checked is printed";
+
 /// slowfs: a FUSE filesystem that makes storage slow, flaky and crash-prone on demand.
 #[derive(Debug, Parser)]
 #[command(version, about, after_help = RULE_HELP)]
@@ -144,7 +155,11 @@ enum Command {
     /// could leave behind with CHECK (run by `sh -c` with SLOWFS_STATE set to a
     /// directory holding the state, SLOWFS_CRASH_POINT to the number of operations
     /// before the crash and SLOWFS_OPS to the total; exit 0 = acceptable).
-    /// Exits 1 when a state violates, 0 when none does, 2 when the workload fails.
+    ///
+    /// Every crash point first gets its high-yield states (the durable one, the
+    /// no-crash one, each pending operation kept or dropped alone, the last write
+    /// torn); what is left of --max-states/--time-budget samples more.
+    #[command(after_help = EXPLORE_EXITS)]
     Explore(ExploreArgs),
     /// Unmount a slowfs, also a dead one whose daemon was killed.
     ///
@@ -180,9 +195,14 @@ struct ExploreArgs {
     backing: Option<PathBuf>,
     /// The checker command, e.g. `./check.sh`: run by `sh -c` in each state's
     /// directory with SLOWFS_STATE, SLOWFS_CRASH_POINT and SLOWFS_OPS set; exit 0
-    /// accepts the state.
+    /// accepts the state. Required, except with --replay (which checks the way
+    /// the saved run did, unless given another).
+    #[arg(long, required_unless_present = "replay")]
+    check: Option<String>,
+    /// Exit 0 even when the budget ran out before every crash point got its
+    /// high-yield states (by default such a run exits 3: clean so far is not clean).
     #[arg(long)]
-    check: String,
+    partial_ok: bool,
     /// Most distinct states to check overall. Every crash point first gets its
     /// high-yield states, then what is left samples larger subsets.
     #[arg(long, default_value_t = 10_000)]
@@ -214,7 +234,8 @@ struct ExploreArgs {
     /// counts as a violation.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     timeout: std::time::Duration,
-    /// Write every violation to FILE as JSON.
+    /// Write the report to FILE as JSON: the coverage, and every group of
+    /// violations with its counts, patterns and smallest examples.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// With --replay: keep the replayed state in DIR for inspection.
@@ -236,14 +257,18 @@ struct ExploreArgs {
     /// paths that retry fsync or ignore its error.
     #[arg(long)]
     fsync_fails: bool,
-    /// Replay one state from a saved log (printed by an earlier run) instead of
-    /// running a workload; use with --state.
+    /// Check one state of a saved run (its path is printed with each
+    /// violation) again, exactly as the run did (same checker, persistent or
+    /// not, ignored paths, environment), instead of running a workload; use
+    /// with --state.
     #[arg(long, requires = "state")]
     replay: Option<PathBuf>,
     /// The state to replay: CRASH_POINT/OP,OP:BYTES,... (printed with each violation).
     #[arg(long)]
     state: Option<String>,
-    /// Where to keep the recorded log that --replay reads (default: the temp dir).
+    /// Where to save the run (its log and checker settings) for --replay. By
+    /// default it is saved in the current directory only when there are
+    /// violations to replay, and the summary says where.
     #[arg(long)]
     log_dir: Option<PathBuf>,
     /// The workload command and its arguments (after --).

@@ -2,12 +2,43 @@
 //! persistent checker process that takes state directories on stdin, one per line,
 //! so that an interpreter's start-up is paid once. Both run with the state
 //! directory as working directory and are bounded by a timeout.
+//!
+//! Checkers run in process groups of their own: a Ctrl-C at the terminal goes
+//! to slowfs, which stops them itself ([`Running::stop_all`]) and does not
+//! count what a stopped checker said.
 
+use std::collections::HashSet;
 use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// The checker processes running now, by process group.
+#[derive(Debug, Clone, Default)]
+pub struct Running(Arc<Mutex<HashSet<i32>>>);
+
+impl Running {
+    fn add(&self, pid: u32) {
+        self.0.lock().unwrap().insert(pid as i32);
+    }
+
+    fn remove(&self, pid: u32) {
+        self.0.lock().unwrap().remove(&(pid as i32));
+    }
+
+    /// Kills every running checker (and what it started).
+    pub fn stop_all(&self) {
+        for pgid in self.0.lock().unwrap().drain() {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
 
 /// What the checker said about a state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +69,8 @@ pub enum Checker {
         timeout: Duration,
         /// Where its output goes while it runs (outside the state).
         log: std::path::PathBuf,
+        /// Where its process is registered while it runs.
+        running: Running,
     },
     /// One long-lived `sh -c CHECK` answering a line per state.
     Persistent(Box<Persistent>),
@@ -47,20 +80,23 @@ pub enum Checker {
 pub struct Persistent {
     check: String,
     timeout: Duration,
+    running: Running,
     child: Child,
     stdin: ChildStdin,
     lines: Receiver<String>,
 }
 
 impl Persistent {
-    fn start(check: &str, timeout: Duration) -> io::Result<Persistent> {
+    fn start(check: &str, timeout: Duration, running: &Running) -> io::Result<Persistent> {
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(check)
             .env("SLOWFS_PERSISTENT", "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .process_group(0)
             .spawn()?;
+        running.add(child.id());
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let (tx, lines) = mpsc::channel();
@@ -75,6 +111,7 @@ impl Persistent {
         Ok(Persistent {
             check: check.to_string(),
             timeout,
+            running: running.clone(),
             child,
             stdin,
             lines,
@@ -116,7 +153,8 @@ impl Persistent {
     fn restart(&mut self, why: &str) -> io::Result<Verdict> {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        *self = Persistent::start(&self.check, self.timeout)?;
+        self.running.remove(self.child.id());
+        *self = Persistent::start(&self.check, self.timeout, &self.running)?;
         Ok(Verdict::Rejected(-1, why.to_string()))
     }
 }
@@ -125,26 +163,30 @@ impl Drop for Persistent {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.running.remove(self.child.id());
     }
 }
 
 impl Checker {
-    /// A checker; `scratch` is a directory of the worker's own, outside states.
+    /// A checker; `scratch` is a directory of the worker's own, outside states;
+    /// its processes are registered in `running` while they run.
     pub fn new(
         check: &str,
         persistent: bool,
         timeout: Duration,
         scratch: &Path,
+        running: &Running,
     ) -> io::Result<Checker> {
         if persistent {
             Ok(Checker::Persistent(Box::new(Persistent::start(
-                check, timeout,
+                check, timeout, running,
             )?)))
         } else {
             Ok(Checker::OneShot {
                 check: check.to_string(),
                 timeout,
                 log: scratch.join("checker-output"),
+                running: running.clone(),
             })
         }
     }
@@ -157,12 +199,19 @@ impl Checker {
                 check,
                 timeout,
                 log,
-            } => one_shot(check, *timeout, log, state),
+                running,
+            } => one_shot(check, *timeout, log, state, running),
         }
     }
 }
 
-fn one_shot(check: &str, timeout: Duration, log: &Path, state: &StateRef) -> io::Result<Verdict> {
+fn one_shot(
+    check: &str,
+    timeout: Duration,
+    log: &Path,
+    state: &StateRef,
+    running: &Running,
+) -> io::Result<Verdict> {
     let output = std::fs::File::create(log)?;
     let mut child = Command::new("sh")
         .arg("-c")
@@ -174,19 +223,25 @@ fn one_shot(check: &str, timeout: Duration, log: &Path, state: &StateRef) -> io:
         .stdin(Stdio::null())
         .stdout(output.try_clone()?)
         .stderr(output)
+        .process_group(0)
         .spawn()?;
+    running.add(child.id());
     let started = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break Some(status);
         }
         if started.elapsed() > timeout {
-            let _ = child.kill();
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
             let _ = child.wait();
             break None;
         }
         std::thread::sleep(Duration::from_micros(200));
     };
+    running.remove(child.id());
     let text = std::fs::read_to_string(log)
         .unwrap_or_default()
         .trim()

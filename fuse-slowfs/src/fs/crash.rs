@@ -9,7 +9,9 @@ use fault_inject::durability::{Log, Tree};
 use serde::Serialize;
 
 use super::Inner;
-use crate::explore::{describe, materialize, node_names, scan};
+use fault_inject::crash::text::{describe, node_names};
+
+use crate::tree_io::{materialize, scan};
 
 /// What the crash model keeps between crashes.
 #[derive(Debug)]
@@ -98,19 +100,7 @@ impl Inner {
         // state: a failed write-back (`fsync error=EIO drop`) takes data out of
         // the log that the files still show, and a crash loses it.
         let visible = scan(&crash.backing).unwrap_or_else(|_| log.volatile_state(k));
-        let (d, v) = (durable.walk(), visible.walk());
-        let mut at_risk: Vec<String> = v
-            .iter()
-            .filter(|(path, node)| !d.iter().any(|(p, n)| p == path && n == node))
-            .map(|(path, _)| path.clone())
-            .chain(
-                d.iter()
-                    .filter(|(p, _)| !v.iter().any(|(q, _)| q == p))
-                    .map(|(p, _)| p.clone()),
-            )
-            .collect();
-        at_risk.sort();
-        at_risk.dedup();
+        let at_risk = durable.differences(&visible);
         Some(DurabilityReport {
             ops: k,
             pending: log

@@ -1,0 +1,358 @@
+//! Violations grouped for a person to read in one screen: one group per cause
+//! (the checker's whole message, normalised), the patterns of lost operations
+//! in it, and its smallest example showing only what matters.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::text::{describe, kept_spec, paths_of, ranges};
+use crate::durability::{Keep, Kept, Log, NodeId};
+
+/// A crash state the checker rejected.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    /// Crash after this many operations.
+    pub point: usize,
+    /// The pending operations kept, and how much of each.
+    pub kept: Kept,
+    /// The pending operations at that point.
+    pub pending: Vec<usize>,
+    /// What the checker printed.
+    pub output: String,
+    /// The checker's exit status (-1: a persistent checker's answer).
+    pub status: i32,
+}
+
+impl Violation {
+    /// The state as `--state` spells it.
+    pub fn state(&self) -> String {
+        format!("{}/{}", self.point, kept_spec(&self.kept))
+    }
+
+    /// Pending operations the state did not keep whole: (index, torn bytes).
+    pub fn lost(&self) -> impl Iterator<Item = (usize, Option<u64>)> + '_ {
+        self.pending
+            .iter()
+            .filter_map(|&i| match self.kept.get(&i) {
+                Some(Keep::Whole) => None,
+                Some(Keep::Torn(bytes)) => Some((i, Some(*bytes))),
+                None => Some((i, None)),
+            })
+    }
+}
+
+/// Violations with one cause.
+#[derive(Debug, Clone, Serialize)]
+pub struct Group {
+    /// The checker's message, normalised (numbers, hashes, temp names masked).
+    pub message: String,
+    /// How many violations.
+    pub count: usize,
+    /// Their crash points, as ranges.
+    pub points: String,
+    /// Patterns of lost operations (path names, numbers masked), most common
+    /// first, with counts (at most 5).
+    pub patterns: Vec<(String, usize)>,
+    /// A few examples, smallest first (fewest lost operations, earliest point).
+    pub examples: Vec<Example>,
+}
+
+/// One violation as a person reads it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Example {
+    /// `CRASH_POINT/KEPT` for `--replay`.
+    pub state: String,
+    /// Crash after this many operations.
+    pub point: usize,
+    /// What was lost: each dropped or torn operation that touched a path not
+    /// ignored, described.
+    pub lost: Vec<String>,
+    /// Pending operations kept whole (not listed).
+    pub kept: usize,
+    /// The checker's output (at most 20 lines).
+    pub output: String,
+}
+
+/// How many examples a group keeps.
+pub const EXAMPLES_PER_GROUP: usize = 3;
+/// How many patterns of lost operations a group counts separately.
+const PATTERNS_KEPT: usize = 50;
+
+/// Groups violations by cause as they come, keeping per group only counts,
+/// crash points and its best examples: memory grows with the causes, not with
+/// the violations (a run can find 100,000 of them).
+pub struct Grouper<'a> {
+    log: &'a Log,
+    names: HashMap<NodeId, String>,
+    ignored: globset::GlobSet,
+    groups: BTreeMap<String, Building>,
+    total: usize,
+}
+
+struct Building {
+    count: usize,
+    points: std::collections::BTreeSet<usize>,
+    patterns: HashMap<String, usize>,
+    /// (lost count, point) -> example, the smallest kept.
+    examples: Vec<((usize, usize), Example)>,
+}
+
+impl<'a> Grouper<'a> {
+    /// A grouper for violations of `log`'s crash states; `ignored` says which
+    /// paths were left out of the states (operations only on those are not
+    /// shown as lost).
+    pub fn new(log: &'a Log, ignored: globset::GlobSet) -> Grouper<'a> {
+        Grouper {
+            log,
+            names: super::text::node_names(log),
+            ignored,
+            groups: BTreeMap::new(),
+            total: 0,
+        }
+    }
+
+    /// Violations taken in so far.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Takes in one violation.
+    pub fn add(&mut self, v: &Violation) {
+        self.total += 1;
+        let lost = lost_ops(self.log, v, &self.names, &self.ignored);
+        let mut pattern: Vec<String> = lost.iter().map(|l| normalise(strip_index(l))).collect();
+        pattern.sort();
+        pattern.dedup();
+        let group = self
+            .groups
+            .entry(normalise(&v.output))
+            .or_insert_with(|| Building {
+                count: 0,
+                points: Default::default(),
+                patterns: HashMap::new(),
+                examples: Vec::new(),
+            });
+        group.count += 1;
+        group.points.insert(v.point);
+        let pattern = pattern.join("; ");
+        if group.patterns.len() < PATTERNS_KEPT || group.patterns.contains_key(&pattern) {
+            *group.patterns.entry(pattern).or_default() += 1;
+        }
+        let rank = (v.lost().count(), v.point);
+        if group.examples.len() < EXAMPLES_PER_GROUP
+            || group
+                .examples
+                .last()
+                .is_some_and(|(worst, _)| rank < *worst)
+        {
+            let example = Example {
+                state: v.state(),
+                point: v.point,
+                kept: v.pending.len() - v.lost().count(),
+                lost,
+                output: v.output.lines().take(20).collect::<Vec<_>>().join("\n"),
+            };
+            group.examples.push((rank, example));
+            group.examples.sort_by_key(|(rank, _)| *rank);
+            group.examples.truncate(EXAMPLES_PER_GROUP);
+        }
+    }
+
+    /// The groups, largest first.
+    pub fn groups(&self) -> Vec<Group> {
+        let mut groups: Vec<Group> = self
+            .groups
+            .iter()
+            .map(|(message, g)| {
+                let mut patterns: Vec<(String, usize)> =
+                    g.patterns.iter().map(|(p, n)| (p.clone(), *n)).collect();
+                patterns.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                patterns.truncate(5);
+                let points: Vec<usize> = g.points.iter().copied().collect();
+                Group {
+                    message: message.clone(),
+                    count: g.count,
+                    points: ranges(&points),
+                    patterns,
+                    examples: g.examples.iter().map(|(_, e)| e.clone()).collect(),
+                }
+            })
+            .collect();
+        groups.sort_by(|a, b| b.count.cmp(&a.count).then(a.message.cmp(&b.message)));
+        groups
+    }
+}
+
+/// `op 12 lost: write db` -> `lost: write db` (patterns compare kinds of loss).
+fn strip_index(lost: &str) -> &str {
+    lost.split_once(' ')
+        .and_then(|(_, rest)| rest.split_once(' '))
+        .map_or(lost, |(_, rest)| rest)
+}
+
+/// Groups violations by cause (see [`Grouper`]).
+pub fn group(log: &Log, violations: &[Violation], ignored: &globset::GlobSet) -> Vec<Group> {
+    let mut grouper = Grouper::new(log, ignored.clone());
+    for v in violations {
+        grouper.add(v);
+    }
+    grouper.groups()
+}
+
+/// The operations a violation's state lost, described, leaving out those that
+/// touch only ignored paths.
+fn lost_ops(
+    log: &Log,
+    v: &Violation,
+    names: &HashMap<NodeId, String>,
+    ignored: &globset::GlobSet,
+) -> Vec<String> {
+    v.lost()
+        .filter(|(i, _)| {
+            let paths = paths_of(&log.ops()[*i], names);
+            paths.is_empty() || paths.iter().any(|p| !ignored.is_match(p))
+        })
+        .map(|(i, torn)| {
+            let what = describe(&log.ops()[i], names);
+            match torn {
+                Some(bytes) => format!("op {i} torn after {bytes} bytes: {what}"),
+                None => format!("op {i} lost: {what}"),
+            }
+        })
+        .collect()
+}
+
+/// A checker message made comparable: every line normalised (words with a
+/// digit, long hex words and temp-looking names become `#`, runs of masked
+/// items collapse), identical lines once, joined with ` / `.
+///
+/// ```
+/// use fault_inject::crash::report::normalise;
+/// assert_eq!(normalise("row 17 missing"), normalise("row 18 missing"));
+/// assert_eq!(
+///     normalise("missing blob 3f2a9c1d\nmissing blob 77aa01bb"),
+///     "missing blob #"
+/// );
+/// assert_eq!(normalise("lost: a1, b2, c3"), normalise("lost: x9"));
+/// assert_ne!(normalise("notice: unborn branch\nmissing blob 3f"), normalise("notice: unborn branch"));
+/// ```
+pub fn normalise(message: &str) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for line in message.lines().map(normalise_line) {
+        if !line.is_empty() && !lines.contains(&line) {
+            lines.push(line);
+        }
+        if lines.len() >= 12 {
+            break;
+        }
+    }
+    lines.join(" / ")
+}
+
+fn normalise_line(line: &str) -> String {
+    let mut out = String::new();
+    let mut word = String::new();
+    let masked = |word: &str| {
+        word.chars().any(|c| c.is_ascii_digit())
+            || (word.len() >= 8 && word.chars().all(|c| c.is_ascii_hexdigit()))
+            || word.starts_with("tmp")
+    };
+    let flush = |word: &mut String, out: &mut String| {
+        if !word.is_empty() {
+            out.push_str(if masked(word) { "#" } else { word });
+        }
+        word.clear();
+    };
+    for c in line.trim().chars() {
+        if c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    collapse_runs(&out)
+}
+
+/// `#, #, #` -> `#`, and `# #` -> `#`: lists of varying length are one cause.
+fn collapse_runs(text: &str) -> String {
+    let mut out = String::new();
+    let mut pending_sep = String::new();
+    let mut last_was_mask = false;
+    for c in text.chars() {
+        if c == '#' {
+            if last_was_mask && pending_sep.chars().all(|s| ", ;|".contains(s)) {
+                pending_sep.clear();
+                continue;
+            }
+            out.push_str(&pending_sep);
+            pending_sep.clear();
+            out.push('#');
+            last_was_mask = true;
+        } else if last_was_mask && ", ;|".contains(c) {
+            pending_sep.push(c);
+        } else {
+            out.push_str(&pending_sep);
+            pending_sep.clear();
+            out.push(c);
+            last_was_mask = false;
+        }
+    }
+    out.push_str(&pending_sep);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::durability::{LogOp, NodeKind, Tree};
+
+    #[test]
+    fn one_cause_is_one_group_and_examples_show_only_losses() {
+        let mut log = Log::new(Tree::empty(1));
+        log.push(LogOp::Create {
+            dir: 1,
+            name: "db".into(),
+            node: 2,
+            kind: NodeKind::File,
+        });
+        log.push(LogOp::Create {
+            dir: 1,
+            name: "db-shm".into(),
+            node: 3,
+            kind: NodeKind::File,
+        });
+        log.push(LogOp::Write {
+            node: 2,
+            offset: 0,
+            data: vec![1; 10],
+        });
+        let v = |point, kept: Kept, output: &str| Violation {
+            point,
+            kept,
+            pending: log.pending(point),
+            output: output.into(),
+            status: 1,
+        };
+        let violations = vec![
+            v(
+                3,
+                Kept::from([(0, Keep::Whole)]),
+                "row 17 missing in tmpa8f3",
+            ),
+            v(3, Kept::new(), "row 18 missing in tmpzz91"),
+            v(2, Kept::new(), "bad header"),
+        ];
+        let mut ignored = globset::GlobSetBuilder::new();
+        ignored.add(globset::Glob::new("*-shm").unwrap());
+        let groups = group(&log, &violations, &ignored.build().unwrap());
+        assert_eq!(groups.len(), 2, "{groups:#?}");
+        assert_eq!(groups[0].count, 2);
+        let smallest = &groups[0].examples[0];
+        // op 1 (db-shm) is ignored: not shown; op 0 kept whole: not shown.
+        assert_eq!(smallest.lost, ["op 2 lost: write db [0..10)"]);
+        assert_eq!(smallest.kept, 1);
+    }
+}

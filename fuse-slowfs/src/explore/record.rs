@@ -1,0 +1,162 @@
+//! Recording a workload: run it once on a recording mount and take the log of
+//! every mutating operation it made, over the backing directory's state
+//! before it ran (the initial, durable state). sync(2)/syncfs(2) are seen on
+//! the workload's side (FUSE does not forward them: see [`crate::sync_watch`]).
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use fault_inject::durability::Log;
+use serde::{Deserialize, Serialize};
+
+use crate::tree_io::scan;
+use crate::{Mount, MountConfig};
+
+/// One recorded run of a workload.
+#[derive(Debug)]
+pub struct Recorded {
+    /// Its operations over the initial state.
+    pub log: Log,
+    /// How it exited.
+    pub status: ExitStatus,
+}
+
+/// Runs `workload` (a command and its arguments, with `SLOWFS_MOUNT` set to the
+/// mount) once on a recording mount over `backing`, with `rule` in force if
+/// given. `pid` holds the workload's process id while it runs (for passing it
+/// signals).
+pub fn record(
+    workload: &[OsString],
+    backing: &Path,
+    rule: Option<&str>,
+    pid: &AtomicI32,
+) -> io::Result<Recorded> {
+    if workload.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "no workload command given",
+        ));
+    }
+    let initial = scan(backing).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("reading the initial state of {}: {e}", backing.display()),
+        )
+    })?;
+    let mountpoint = tempfile::Builder::new().prefix("slowfs-mnt-").tempdir()?;
+    let mut config = MountConfig::new(backing, mountpoint.path());
+    config.record = true;
+    config.control = None;
+    if let Some(rule) = rule {
+        config
+            .spec
+            .add_rule("--fsync-fails", rule)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    }
+    let mount = Mount::start(config)?;
+    let status = run_workload(workload, &mount, pid);
+    pid.store(0, Ordering::SeqCst);
+    let ops = mount.recorded();
+    mount.unmount()?;
+    let status = status.map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot start the workload {:?}: {e}", workload[0]),
+        )
+    })?;
+    let mut log = Log::new(initial);
+    for op in ops {
+        log.push(op);
+    }
+    Ok(Recorded { log, status })
+}
+
+/// Runs the workload with sync(2)/syncfs(2) reported to the recorder; its exit
+/// status.
+fn run_workload(workload: &[OsString], mount: &Mount, pid: &AtomicI32) -> io::Result<ExitStatus> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    let filter = crate::sync_watch::SyncFilter::new();
+    let theirs_fd = std::os::fd::AsRawFd::as_raw_fd(&theirs);
+    let mut command = std::process::Command::new(&workload[0]);
+    command
+        .args(&workload[1..])
+        .env("SLOWFS_MOUNT", mount.mountpoint());
+    // SAFETY: `install` makes only async-signal-safe syscalls and does not
+    // allocate; sigprocmask is async-signal-safe too.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::signal::SigSet::all()
+                .thread_unblock()
+                .map_err(io::Error::from)?;
+            filter.install(theirs_fd)
+        });
+    }
+    let mut child = command.spawn()?;
+    pid.store(child.id() as i32, Ordering::SeqCst);
+    drop(theirs);
+    if let Err(e) = crate::sync_watch::watch(ours, mount.sync_recorder()) {
+        tracing::warn!("sync(2) will not be seen: {e}");
+    }
+    // Each sync is recorded before it runs, so once the workload has exited every
+    // one of its syncs is in the log.
+    child.wait()
+}
+
+/// How a run checked its states: what `--replay` needs to check one again
+/// exactly as the run did.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CheckSettings {
+    /// The checker command.
+    pub check: String,
+    /// A persistent checker (states on stdin).
+    pub persistent: bool,
+    /// Paths left out of every state.
+    pub ignore: Vec<String>,
+    /// Longest one check may take, in ms.
+    pub timeout_ms: u64,
+}
+
+/// A recorded log with the settings its states were checked with: the file
+/// `--replay` reads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SavedRun {
+    /// The checker's settings.
+    pub settings: CheckSettings,
+    /// The log.
+    pub log: Log,
+}
+
+impl SavedRun {
+    /// Writes the run into `dir` (a new file); its path.
+    pub fn save(&self, dir: &Path) -> io::Result<PathBuf> {
+        let file = tempfile::Builder::new()
+            .prefix("slowfs-explore-")
+            .suffix(".json")
+            .tempfile_in(dir)
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("saving the run in {}: {e}", dir.display()),
+                )
+            })?;
+        serde_json::to_writer(file.as_file(), self).map_err(io::Error::other)?;
+        let (_, path) = file.keep().map_err(|e| e.error)?;
+        Ok(path)
+    }
+
+    /// Reads a saved run.
+    pub fn load(path: &Path) -> io::Result<SavedRun> {
+        let file = std::fs::File::open(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e}", path.display())))?;
+        serde_json::from_reader(std::io::BufReader::new(file)).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is not a saved slowfs explore run: {e}", path.display()),
+            )
+        })
+    }
+}

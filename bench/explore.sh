@@ -3,7 +3,7 @@
 # much memory a recording mount takes for a 100 MiB workload.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet -p fuse-slowfs
+cargo build --release --quiet -p slowfs
 slowfs=target/release/slowfs
 ex=fuse-slowfs/examples/export
 work=$(mktemp -d /var/tmp/slowfs-explore-bench.XXXXXX)

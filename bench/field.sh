@@ -3,7 +3,7 @@
 # Needs the venv .ci/run makes (.venv with aiofiles).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet -p fuse-slowfs
+cargo build --release --quiet -p slowfs
 py=.venv/bin/python3
 local=$(mktemp -d /var/tmp/slowfs-field.XXXXXX)
 trap 'rm -rf "$local"' EXIT

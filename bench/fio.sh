@@ -19,7 +19,7 @@ set_name=${1:-table}
 out=${2:-target/fio-$set_name.json}
 rounds=${ROUNDS:-3}
 export RUNTIME=${RUNTIME:-4}
-cargo build --release --quiet -p fuse-slowfs
+cargo build --release --quiet -p slowfs
 slowfs=target/release/slowfs
 
 # name|how: "native", "slowfs ARGS...", or "pll ARGS..." (libfuse passthrough_ll)

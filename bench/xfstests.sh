@@ -15,7 +15,9 @@
 #   (`-o passthrough=never`: every read and write goes through the daemon).
 # CHECK_ARGS: passed on to ./check, e.g. `-e generic/123` to skip a test that hangs.
 # Environment: QUIET_MOUNT=1 mounts through a shim that silences the mount
-#   helper's success lines (see below); XFST_BASE (default /opt/xfst) for the dirs.
+#   helper's success lines (see below); SYNC_UMOUNT=1 makes umount wait for the
+#   old daemon to exit (see below); EXTRA_OPTS=suid,dev (say) adds mount
+#   options; XFST_BASE (default /opt/xfst) for the dirs.
 #
 # Needs root (mounts, useradd). Mounts like README.fuse's passthrough_ll setup:
 # allow_other,default_permissions (so the fsgqa users can reach the mount), with
@@ -40,8 +42,8 @@ test_dev=$base/test-backing test_dir=$base/test-mnt
 scratch_dev=$base/scratch-backing scratch_mnt=$base/scratch-mnt
 
 case $mode in
-  auto) opts="-o allow_other,default_permissions" ;;
-  never) opts="-o allow_other,default_permissions,passthrough=never" ;;
+  auto) opts="-o allow_other,default_permissions${EXTRA_OPTS:+,$EXTRA_OPTS}" ;;
+  never) opts="-o allow_other,default_permissions${EXTRA_OPTS:+,$EXTRA_OPTS},passthrough=never" ;;
   *) echo "MODE must be auto or never" >&2; exit 2 ;;
 esac
 
@@ -118,19 +120,47 @@ fi
 # directory, and util-linux 2.38's umount takes an existing directory for a
 # mountpoint (lookup by statfs) and says "not mounted". This wrapper turns a
 # fuse.slowfs mount's source into its (last) mountpoint; anything else passes as is.
+# With SYNC_UMOUNT=1 it also waits (up to 10 s) for the daemons of the fuse.slowfs
+# mounts it took down to exit: umount returns before the old daemon lets go of
+# its control socket, and a mount on the same mountpoint right after then fails
+# ("control socket ... is in use by another slowfs (busy)").
 umount_wrapper=$base/umount-by-source
-cat > "$umount_wrapper" <<'EOF'
-#!/bin/bash
-args=()
+{
+  echo '#!/bin/bash'
+  echo "sync_umount=${SYNC_UMOUNT:-0}"
+  cat <<'EOF'
+args=() targets=()
 for a in "$@"; do
-  if [[ $a == /* && -d $a ]] && ! mountpoint -q "$a"; then
-    t=$(awk -v s="${a%/}" '$1 == s && $3 == "fuse.slowfs" { t = $2 } END { print t }' /proc/mounts)
-    [[ -n $t ]] && a=$t
+  if [[ $a == /* && -d $a ]]; then
+    if mountpoint -q "$a"; then
+      t=$(awk -v s="${a%/}" '$2 == s && $3 == "fuse.slowfs" { t = $2 } END { print t }' /proc/mounts)
+    else
+      t=$(awk -v s="${a%/}" '$1 == s && $3 == "fuse.slowfs" { t = $2 } END { print t }' /proc/mounts)
+      [[ -n $t ]] && a=$t
+    fi
+    [[ -n $t ]] && targets+=("$t")
   fi
   args+=("$a")
 done
-exec umount "${args[@]}"
+pids=()
+if [[ $sync_umount == 1 ]]; then
+  for t in "${targets[@]}"; do
+    for p in /proc/[0-9]*; do
+      cmd=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) || continue
+      [[ $cmd == *slowfs* && " $cmd " == *" $t "* ]] && pids+=("${p#/proc/}")
+    done
+  done
+fi
+umount "${args[@]}"
+rc=$?
+if [[ $rc == 0 ]]; then
+  for p in "${pids[@]}"; do
+    for _ in {1..100}; do [[ -e /proc/$p ]] || break; sleep 0.1; done
+  done
+fi
+exit $rc
 EOF
+} > "$umount_wrapper"
 chmod +x "$umount_wrapper"
 
 cat > "$xfstests/local.config" <<EOF
@@ -146,7 +176,7 @@ export MOUNT_OPTIONS="$opts"
 export UMOUNT_PROG=$umount_wrapper
 EOF
 
-results=$xfstests/results/slowfs-$mode-${group/-/tests}$([[ ${QUIET_MOUNT:-0} == 1 ]] && echo -quiet)
+results=$xfstests/results/slowfs-$mode-${group/-/tests}$([[ ${QUIET_MOUNT:-0} == 1 ]] && echo -quiet)$([[ ${SYNC_UMOUNT:-0} == 1 ]] && echo -sync)${EXTRA_OPTS:+-${EXTRA_OPTS//,/-}}
 log=$results.log
 rm -rf "$results"
 mkdir -p "$results"

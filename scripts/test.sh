@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs what the tests need on a fresh machine (each
 # step skipped when already done), then runs every test. Extra arguments go to
-# `cargo test` (e.g. `scripts/test.sh -p fault-inject`).
+# `cargo test` (e.g. `scripts/test.sh -p slowfs-faults`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -35,12 +35,12 @@ command -v pjdfstest >/dev/null || { say "installing pjdfstest"; cargo install -
 
 # Python libraries tested through the driver protocol.
 # Pinned: the expectations in conformance/expectations.toml are about these versions.
-python_packages=(aiofiles==25.1.0 ayafileio==2.0.0 aiofile==3.12.3 caio==0.12.10 plyvel==1.5.1)
+python_packages=(aiofiles==25.1.0 ayafileio==2.0.0 aiofile==3.12.3 caio==0.12.10 plyvel==1.5.1 pytest==8.3.4)
 if [[ ! -x .venv/bin/python3 ]]; then
   say "creating .venv"
   python3 -m venv .venv
 fi
-if ! .venv/bin/python3 -c "import aiofiles, ayafileio, aiofile, plyvel" 2>/dev/null; then
+if ! .venv/bin/python3 -c "import aiofiles, ayafileio, aiofile, plyvel, pytest" 2>/dev/null; then
   say "installing ${python_packages[*]} into .venv"
   .venv/bin/pip install --quiet --disable-pip-version-check "${python_packages[@]}"
 fi
@@ -52,6 +52,17 @@ fi
 
 status=0
 cargo test --workspace --release "$@" || status=$?
+
+# The Python package as users get it: the wheel (binaries inside) installed
+# into the venv, then its pytest plugin's tests on real mounts. Only on a full
+# run (arguments select Rust tests).
+if (($# == 0)); then
+  cargo build --release --quiet --bins -p slowfs -p slowfs-conformance
+  wheel=$(.venv/bin/python3 scripts/build_wheel.py --out target/wheels)
+  .venv/bin/pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+  say "pytest python/tests (the slowfs wheel's plugin)"
+  (cd python/tests && ../../.venv/bin/python3 -m pytest -q -p no:cacheprovider) || status=$?
+fi
 
 # Every test unmounts what it mounted, also when it panics: check.
 if grep -q ' fuse.slowfs ' /proc/mounts; then

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use harness::{BufResult, Capability, Engine, EngineFile, Metadata, OpenOptions};
+use slowfs_harness::{BufResult, Capability, Engine, EngineFile, Metadata, OpenOptions};
 
 /// The promise a [`BrokenEngine`] breaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

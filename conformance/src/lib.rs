@@ -1,19 +1,19 @@
 //! Conformance suites for async file engines, run on a real slowfs mount.
 //!
-//! Each suite checks one promise of the engine contract (see `harness::engine`)
+//! Each suite checks one promise of the engine contract (see `slowfs_harness::engine`)
 //! with property-based tests: every case is derived from the run seed, and a
 //! failing case shrinks to a minimal operation sequence printed as a trace. Every
 //! suite has a negative control — a deliberately broken engine ([`broken`]) it
 //! must catch — so a suite that goes blind fails.
 //!
-//! Library authors implement [`harness::Engine`] for their library and call the
+//! Library authors implement [`slowfs_harness::Engine`] for their library and call the
 //! suites from their own tests:
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use conformance::{run_suite, Suite, SuiteConfig};
+//! use slowfs_conformance::{run_suite, Suite, SuiteConfig};
 //!
-//! # fn my_engine() -> harness::AnyEngine { harness::AnyEngine::by_name("threadpool").unwrap() }
+//! # fn my_engine() -> slowfs_harness::AnyEngine { slowfs_harness::AnyEngine::by_name("threadpool").unwrap() }
 //! let engine = Arc::new(my_engine());
 //! for suite in [Suite::Positioned, Suite::ShortIo, Suite::Cancel, Suite::Errors] {
 //!     let outcome = run_suite(suite, Arc::clone(&engine), &SuiteConfig::default());
@@ -31,12 +31,12 @@
 //! report only gains fields within a major version.
 //!
 //! ```compile_fail,E0004
-//! fn passed(v: &conformance::Verdict) -> bool {
+//! fn passed(v: &slowfs_conformance::Verdict) -> bool {
 //!     match v {
-//!         conformance::Verdict::Pass => true,
-//!         conformance::Verdict::Fail { .. } => false,
-//!         conformance::Verdict::Unsupported { .. } => false,
-//!         conformance::Verdict::Inconclusive { .. } => false,
+//!         slowfs_conformance::Verdict::Pass => true,
+//!         slowfs_conformance::Verdict::Fail { .. } => false,
+//!         slowfs_conformance::Verdict::Unsupported { .. } => false,
+//!         slowfs_conformance::Verdict::Inconclusive { .. } => false,
 //!     }
 //! }
 //! ```
@@ -55,8 +55,8 @@ pub mod suites;
 use std::sync::Arc;
 use std::time::Instant;
 
-use harness::{Capability, Engine};
 use serde::{Deserialize, Serialize};
+use slowfs_harness::{Capability, Engine};
 
 /// The suites, in matrix order.
 #[non_exhaustive]
@@ -259,7 +259,7 @@ impl std::fmt::Display for Verdict {
     /// `inconclusive: reason`.
     ///
     /// ```
-    /// let v = conformance::Verdict::Inconclusive { reason: "3 of 32 rounds".into() };
+    /// let v = slowfs_conformance::Verdict::Inconclusive { reason: "3 of 32 rounds".into() };
     /// assert_eq!(v.to_string(), "inconclusive: 3 of 32 rounds");
     /// ```
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -7,14 +7,14 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use conformance::broken::Defect;
-use conformance::expectations::{self, Expectation};
-use conformance::isolation::{run_isolated, CellEnd};
-use conformance::progress::Progress;
-use conformance::report::{Cell, Report, Stopped};
-use conformance::runner::{self, EngineSpec, OWN_ENGINES};
-use conformance::{Suite, SuiteConfig};
-use harness::ENGINE_NAMES;
+use slowfs_conformance::broken::Defect;
+use slowfs_conformance::expectations::{self, Expectation};
+use slowfs_conformance::isolation::{run_isolated, CellEnd};
+use slowfs_conformance::progress::Progress;
+use slowfs_conformance::report::{Cell, Report, Stopped};
+use slowfs_conformance::runner::{self, EngineSpec, OWN_ENGINES};
+use slowfs_conformance::{Suite, SuiteConfig};
+use slowfs_harness::ENGINE_NAMES;
 
 /// Property-based conformance suites for async file engines, on slowfs.
 #[derive(Parser)]
@@ -34,7 +34,7 @@ struct Cli {
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
-    fault_inject::parse_duration(text)
+    slowfs_faults::parse_duration(text)
 }
 
 #[derive(Subcommand)]
@@ -250,8 +250,8 @@ fn main() -> ExitCode {
             eprintln!(
                 "slowfs-conformance: seed {seed} (pass --seed {seed} to replay); {} cells, at most {} each, {} in all",
                 planned.len(),
-                fault_inject::DisplayDuration(cell_timeout),
-                fault_inject::DisplayDuration(timeout)
+                slowfs_faults::DisplayDuration(cell_timeout),
+                slowfs_faults::DisplayDuration(timeout)
             );
             let report = run(&planned, &config, &known, cell_timeout, timeout, &signals);
             print!("{}", report.render());
@@ -305,7 +305,7 @@ fn run(
             report.stopped = Some(Stopped {
                 by: format!(
                     "the run's time limit ({})",
-                    fault_inject::DisplayDuration(run_timeout)
+                    slowfs_faults::DisplayDuration(run_timeout)
                 ),
                 planned: planned.len(),
             });
@@ -338,7 +338,7 @@ fn run(
                         seconds,
                         format!(
                             "did not finish in {} (--cell-timeout); killed, with its driver and mounts",
-                            fault_inject::DisplayDuration(limit)
+                            slowfs_faults::DisplayDuration(limit)
                         ),
                         config,
                     );
@@ -355,13 +355,15 @@ fn run(
                 }
                 Ok(CellEnd::Crashed(why)) => runner::judge(
                     cell,
-                    conformance::crashed_outcome(format!("the cell's process crashed: {why}")),
+                    slowfs_conformance::crashed_outcome(format!(
+                        "the cell's process crashed: {why}"
+                    )),
                     config,
                     known,
                 ),
                 Err(e) => runner::judge(
                     cell,
-                    conformance::crashed_outcome(format!("cannot run the cell: {e}")),
+                    slowfs_conformance::crashed_outcome(format!("cannot run the cell: {e}")),
                     config,
                     known,
                 ),
@@ -409,7 +411,7 @@ fn list() {
     }
     println!(
         "capabilities (a driver's handshake declares them): {}",
-        harness::Capability::known_names()
+        slowfs_harness::Capability::known_names()
     );
 }
 

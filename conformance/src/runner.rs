@@ -12,7 +12,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use harness::{AnyEngine, Capability, Engine};
+use slowfs_harness::{AnyEngine, Capability, Engine};
 
 use crate::broken::{BrokenEngine, Defect};
 use crate::expectations::{self, Expectation};
@@ -39,7 +39,7 @@ impl FromStr for EngineSpec {
     /// `uring`, `cmd:python3 d.py`, or `py311=cmd:python3.11 d.py`.
     ///
     /// ```
-    /// use conformance::runner::EngineSpec;
+    /// use slowfs_conformance::runner::EngineSpec;
     /// let spec: EngineSpec = "py311=cmd:python3.11 d.py --lib aiofiles".parse().unwrap();
     /// assert_eq!(spec.label.as_deref(), Some("py311"));
     /// assert_eq!(spec.source, "cmd:python3.11 d.py --lib aiofiles");

@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
-use conformance::runner::run_matrix;
-use conformance::{expectations, Suite, SuiteConfig, Verdict};
-use harness::{AnyEngine, Engine, OpenOptions};
+use slowfs_conformance::runner::run_matrix;
+use slowfs_conformance::{expectations, Suite, SuiteConfig, Verdict};
+use slowfs_harness::{AnyEngine, Engine, OpenOptions};
 
 /// Suites count the process's fds and time its loop: one matrix at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -73,7 +73,7 @@ fn python_libraries_match_their_expectations() {
             .find(|c| c.engine == engine && c.suite == suite)
             .map(|c| c.status)
     };
-    use conformance::report::Status::*;
+    use slowfs_conformance::report::Status::*;
     assert_eq!(
         status("py:aiofiles", "positioned"),
         Some(Unsupported),
@@ -130,7 +130,7 @@ fn control(name: &str) -> std::sync::Arc<AnyEngine> {
 fn python_negative_controls_are_caught() {
     let (_serial, config) = setup(8, 7);
     let run = |name: &str, suite: Suite| {
-        let outcome = conformance::run_suite(suite, control(name), &config);
+        let outcome = slowfs_conformance::run_suite(suite, control(name), &config);
         println!("control {name} on {suite:?}: {}", outcome.verdict);
         outcome.verdict
     };
@@ -162,7 +162,7 @@ fn python_negative_controls_are_caught() {
 fn to_thread_ghost_writes_are_reported() {
     let (_serial, config) = setup(16, 11);
     let engine = std::sync::Arc::new(AnyEngine::by_name(&driver("to_thread")).unwrap());
-    let verdict = conformance::run_suite(Suite::Cancel, engine, &config).verdict;
+    let verdict = slowfs_conformance::run_suite(Suite::Cancel, engine, &config).verdict;
     println!("{verdict}");
     assert!(
         matches!(&verdict, Verdict::Fail { reason, trace } if reason.contains("ghost write") && trace.lines().count() <= 3),
@@ -192,7 +192,7 @@ fn the_documented_minimal_driver_passes() {
     let report =
         run_matrix(&[engine], Suite::ALL, false, &config, &[], |_| {}).expect("engines start");
     println!("{}", report.render());
-    use conformance::report::Status::*;
+    use slowfs_conformance::report::Status::*;
     for cell in &report.cells {
         let want = if ["cancel", "loop-lag"].contains(&cell.suite.as_str()) {
             Unsupported
@@ -233,7 +233,7 @@ fn node_apis_match_their_expectations() {
         run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {}).expect("engines start");
     println!("{}", report.render());
     assert!(report.ok(), "{}", report.render());
-    use conformance::report::Status::*;
+    use slowfs_conformance::report::Status::*;
     for cell in &report.cells {
         if cell.suite != "cancel" {
             assert_eq!(cell.status, Pass, "{} x {}", cell.engine, cell.suite);

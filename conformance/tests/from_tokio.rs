@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use conformance::{run_suite, Suite, SuiteConfig, Verdict};
-use harness::AnyEngine;
+use slowfs_conformance::{run_suite, Suite, SuiteConfig, Verdict};
+use slowfs_harness::AnyEngine;
 
 #[tokio::test]
 async fn run_suite_works_inside_a_tokio_test() {

@@ -2,10 +2,10 @@
 //! third-party engine's known findings hold, and every negative control is caught
 //! (a suite that goes blind fails here).
 
-use conformance::broken::Defect;
-use conformance::report::Status;
-use conformance::runner::run_matrix;
-use conformance::{expectations, Suite, SuiteConfig};
+use slowfs_conformance::broken::Defect;
+use slowfs_conformance::report::Status;
+use slowfs_conformance::runner::run_matrix;
+use slowfs_conformance::{expectations, Suite, SuiteConfig};
 
 /// The suites count the process's fds and mounts: the tests here run one at a
 /// time so that one's mounts never look like another's leaks.
@@ -28,7 +28,7 @@ fn config() -> SuiteConfig {
 fn the_default_matrix_is_as_expected() {
     let _serial = serial();
     let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
-    let engines: Vec<String> = harness::ENGINE_NAMES
+    let engines: Vec<String> = slowfs_harness::ENGINE_NAMES
         .iter()
         .map(|s| s.to_string())
         .collect();

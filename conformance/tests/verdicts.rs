@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use conformance::report::Status;
-use conformance::runner::run_matrix;
-use conformance::{expectations, Suite, SuiteConfig, Verdict};
+use slowfs_conformance::report::Status;
+use slowfs_conformance::runner::run_matrix;
+use slowfs_conformance::{expectations, Suite, SuiteConfig, Verdict};
 
 const BIN: &str = env!("CARGO_BIN_EXE_slowfs-conformance");
 
@@ -467,8 +467,8 @@ fn loop_lag_verdicts_hold_at_7x_oversubscription() {
 fn unsupported_says_why() {
     let _serial = serial();
     let config = SuiteConfig::default().cases(2).seed(3);
-    let engine = std::sync::Arc::new(harness::AnyEngine::by_name("blocking").unwrap());
-    let verdict = conformance::run_suite(Suite::Cancel, engine, &config).verdict;
+    let engine = std::sync::Arc::new(slowfs_harness::AnyEngine::by_name("blocking").unwrap());
+    let verdict = slowfs_conformance::run_suite(Suite::Cancel, engine, &config).verdict;
     assert!(
         matches!(&verdict, Verdict::Unsupported { reason, explained: true, .. } if reason.contains("runtime thread")),
         "{verdict:?}"

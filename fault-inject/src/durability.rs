@@ -11,7 +11,7 @@
 //! survive only in part, a prefix of whole sectors ([`Keep::Torn`]).
 //!
 //! ```
-//! use fault_inject::durability::{Log, LogOp, NodeKind, Tree};
+//! use slowfs_faults::durability::{Log, LogOp, NodeKind, Tree};
 //!
 //! let mut log = Log::new(Tree::empty(1));
 //! log.push(LogOp::Create { dir: 1, name: "f".into(), node: 2, kind: NodeKind::File });

@@ -8,7 +8,7 @@
 //! derived from one run seed, and answers, per request, with a [`Verdict`].
 //!
 //! ```
-//! use fault_inject::{FaultPlan, Op, parse_rule};
+//! use slowfs_faults::{FaultPlan, Op, parse_rule};
 //! use std::time::Duration;
 //!
 //! let plan = FaultPlan::new(42, [

@@ -515,10 +515,10 @@ impl Builder {
 /// Parses one rule string such as `"write path=**/*.tmp error=ENOSPC p=0.1"`.
 ///
 /// ```
-/// let rule = fault_inject::parse_rule("read,write delay=5ms..20ms p=0.5").unwrap();
+/// let rule = slowfs_faults::parse_rule("read,write delay=5ms..20ms p=0.5").unwrap();
 /// assert_eq!(rule.to_string(), "read,write delay=5ms..20ms p=0.5");
 ///
-/// let err = fault_inject::parse_rule("write short=9..1").unwrap_err();
+/// let err = slowfs_faults::parse_rule("write short=9..1").unwrap_err();
 /// assert!(err.to_string().contains("runs backwards"));
 /// ```
 pub fn parse_rule(text: &str) -> Result<Rule, RuleError> {

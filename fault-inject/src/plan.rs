@@ -61,7 +61,7 @@ impl Verdict {
     /// fail a write-back the way Linux reports it, use `fsync error=EIO drop`.
     ///
     /// ```
-    /// use fault_inject::{FaultPlan, Op, parse_rule};
+    /// use slowfs_faults::{FaultPlan, Op, parse_rule};
     /// let rules = ["write short=1..8", "write delay=5ms"].map(|r| parse_rule(r).unwrap());
     /// let plan = FaultPlan::new(1, rules);
     /// let verdict = plan.decide(Op::Write, "f", 4096).for_write_back();

@@ -8,7 +8,7 @@
 /// Time is passed in (seconds on any monotonic clock), which keeps the bucket pure.
 ///
 /// ```
-/// use fault_inject::TokenBucket;
+/// use slowfs_faults::TokenBucket;
 /// let mut bucket = TokenBucket::new(1000.0, 100.0); // 1000 tokens/s, bursts of 100
 /// assert_eq!(bucket.take(0.0, 100.0), 0.0);          // the burst is free
 /// assert_eq!(bucket.take(0.0, 500.0), 0.5);          // then 500 tokens cost 0.5 s

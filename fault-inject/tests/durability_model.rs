@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use fault_inject::durability::{Keep, Log, LogOp, Node, NodeKind, Tree};
 use proptest::prelude::*;
+use slowfs_faults::durability::{Keep, Log, LogOp, Node, NodeKind, Tree};
 
 const ROOT: u64 = 1;
 const SUB: u64 = 2;

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use fault_inject::{parse_rule, Action, DelayDist, Op, OpSet, PathGlob, Rule, Spike, Trigger};
 use proptest::prelude::*;
+use slowfs_faults::{parse_rule, Action, DelayDist, Op, OpSet, PathGlob, Rule, Spike, Trigger};
 
 fn duration() -> impl Strategy<Value = Duration> {
     prop_oneof![

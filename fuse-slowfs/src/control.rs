@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use fault_inject::parse_rule;
 use serde::{Deserialize, Serialize};
+use slowfs_faults::parse_rule;
 
 use crate::fs::Inner;
 

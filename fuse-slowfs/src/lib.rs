@@ -1,7 +1,7 @@
 //! slowfs: a FUSE filesystem over a backing directory that makes storage slow, flaky
 //! and crash-prone on demand, deterministically.
 //!
-//! Every request asks a [`fault_inject::FaultPlan`] what to do: delay it (without
+//! Every request asks a [`slowfs_faults::FaultPlan`] what to do: delay it (without
 //! holding a thread), fail it with an errno, shorten a read or write (files such
 //! rules can touch are opened in direct-I/O mode so the short count reaches the
 //! caller), throttle it by bytes or requests, or hang it until released. Rules change
@@ -22,6 +22,7 @@
 pub mod control;
 pub mod explore;
 mod fd_passing;
+pub mod fixture;
 pub(crate) mod fs;
 mod fusermount;
 pub mod limits;

@@ -7,8 +7,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fault_inject::{FaultPlan, FaultSpec};
 use fuser::{Config, SessionACL};
+use slowfs_faults::{FaultPlan, FaultSpec};
 
 use crate::control::{default_socket, ControlServer, Served};
 use crate::fs::{Inner, SlowFs};
@@ -117,7 +117,7 @@ impl Mount {
                 // A recording mount has the log a write-back failure drops from.
                 r.action.needs_crash_model()
                     && !(config.record
-                        && matches!(r.action, fault_inject::Action::FsyncFail { .. }))
+                        && matches!(r.action, slowfs_faults::Action::FsyncFail { .. }))
             })
             .filter(|_| config.crash_model == CrashModel::None)
         {
@@ -299,7 +299,7 @@ impl Mount {
     }
 
     /// The mutating operations served so far (on a mount with `record` set).
-    pub fn recorded(&self) -> Vec<fault_inject::durability::LogOp> {
+    pub fn recorded(&self) -> Vec<slowfs_faults::durability::LogOp> {
         self.inner.recorded()
     }
 

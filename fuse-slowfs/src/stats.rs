@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use fault_inject::{Op, RuleReport};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+use slowfs_faults::{Op, RuleReport};
 
 #[derive(Debug)]
 struct OpStats {

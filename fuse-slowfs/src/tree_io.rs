@@ -5,7 +5,7 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use fault_inject::durability::{Node, Tree};
+use slowfs_faults::durability::{Node, Tree};
 
 /// Reads a directory tree into the model, nodes keyed by inode number.
 pub fn scan(root: &Path) -> io::Result<Tree> {

@@ -135,7 +135,7 @@ impl Tuning {
         };
         match key {
             "max-write" => {
-                let bytes = fault_inject::parse_size(value).map_err(|_| bad())?;
+                let bytes = slowfs_faults::parse_size(value).map_err(|_| bad())?;
                 if !(4096..=1 << 20).contains(&bytes) {
                     return Err(bad());
                 }

@@ -5,12 +5,12 @@ mod common;
 use std::fs::{self, File};
 use std::io::{Read, Write};
 
-use common::{sync_dir, TestMount};
+use common::{sync_dir, SlowMount};
 use slowfs::control::{request, Command};
 
 #[test]
 fn a_crash_keeps_only_what_was_made_durable() {
-    let m = TestMount::strict(&[]);
+    let m = SlowMount::strict(7, &[]).expect("mounting slowfs");
     fs::write(m.path("lost"), b"never synced").unwrap();
     let mut kept = File::create(m.path("kept")).unwrap();
     kept.write_all(b"synced").unwrap();
@@ -46,7 +46,7 @@ fn a_crash_keeps_only_what_was_made_durable() {
         "a handle from before the crash still works"
     );
     assert_eq!(
-        fs::read(m.backing("kept")).unwrap(),
+        fs::read(m.backing_path("kept")).unwrap(),
         b"synced",
         "the backing tree is the durable state"
     );
@@ -56,7 +56,7 @@ fn a_crash_keeps_only_what_was_made_durable() {
 
 #[test]
 fn a_crash_rule_fires_at_its_request() {
-    let m = TestMount::strict(&["rename crash after=1"]);
+    let m = SlowMount::strict(7, &["rename crash after=1"]).expect("mounting slowfs");
     fs::write(m.path("a"), b"a").unwrap();
     File::open(m.path("a")).unwrap().sync_all().unwrap();
     sync_dir(&m.path(""));
@@ -70,7 +70,7 @@ fn a_crash_rule_fires_at_its_request() {
 
 #[test]
 fn ctl_crash_and_durable_through_the_socket() {
-    let m = TestMount::strict(&[]);
+    let m = SlowMount::strict(7, &[]).expect("mounting slowfs");
     let socket = m.mount().control_socket().unwrap().to_path_buf();
     fs::write(m.path("x"), b"x").unwrap();
     let durable = request(&socket, &Command::Durable).unwrap();
@@ -84,7 +84,7 @@ fn ctl_crash_and_durable_through_the_socket() {
     assert!(request(&socket, &Command::Crash).unwrap().ok);
     assert!(!m.path("x").exists());
     // Without a crash model, both are refused with the fix.
-    let plain = TestMount::new(&[]);
+    let plain = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
     let socket = plain.mount().control_socket().unwrap().to_path_buf();
     let refused = request(&socket, &Command::Crash).unwrap();
     assert!(!refused.ok && refused.message.contains("--crash-model strict"));

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::daemon::{slowfs, Daemon, Options};
-use common::{text, TestMount};
+use common::{text, SlowMount};
 
 /// Tests that start daemons and count mounts run one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -26,7 +26,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 fn mmap_write_back_is_never_shortened() {
     use std::os::fd::AsRawFd;
     let _serial = serial();
-    let mount = TestMount::new(&["write short=1..4096"]);
+    let mount = SlowMount::configured(&["write short=1..4096"], |_| {}).expect("mounting slowfs");
     const LEN: usize = 1 << 20;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -57,7 +57,7 @@ fn mmap_write_back_is_never_shortened() {
     }
     file.sync_all().unwrap();
     drop(file);
-    let landed = std::fs::read(mount.backing("mapped")).unwrap();
+    let landed = std::fs::read(mount.backing_path("mapped")).unwrap();
     assert_eq!(landed.len(), LEN);
     let wrong = landed
         .iter()
@@ -260,8 +260,9 @@ fn ctl_socket_never_deletes_what_is_not_a_socket() {
 #[test]
 fn stop_and_continue_do_not_interrupt_a_delayed_read() {
     let _serial = serial();
-    let mount = TestMount::new(&["read path=slow delay=1500ms"]);
-    std::fs::write(mount.backing("slow"), b"all of it\n").unwrap();
+    let mount =
+        SlowMount::configured(&["read path=slow delay=1500ms"], |_| {}).expect("mounting slowfs");
+    std::fs::write(mount.backing_path("slow"), b"all of it\n").unwrap();
     let out_file = tempfile::NamedTempFile::new().unwrap();
     let mut cat = Command::new("cat")
         .arg(mount.path("slow"))

@@ -7,12 +7,12 @@ use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
-use common::TestMount;
+use common::SlowMount;
 use slowfs::control::{request, Command};
 
 #[test]
 fn a_delay_rule_delays_the_syscall() {
-    let m = TestMount::new(&["fsync delay=300ms"]);
+    let m = SlowMount::configured(&["fsync delay=300ms"], |_| {}).expect("mounting slowfs");
     let file = File::create(m.path("f")).unwrap();
     let start = Instant::now();
     file.sync_all().unwrap();
@@ -31,11 +31,11 @@ fn a_delay_rule_delays_the_syscall() {
 
 #[test]
 fn parallel_delayed_reads_wait_together_not_in_turn() {
-    let m = TestMount::new(&[]);
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
     fs::write(m.path("f"), vec![7u8; 4096]).unwrap();
     m.mount()
         .plan()
-        .add(fault_inject::parse_rule("read delay=200ms").unwrap());
+        .add(slowfs_faults::parse_rule("read delay=200ms").unwrap());
     let start = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..32 {
@@ -58,19 +58,22 @@ fn parallel_delayed_reads_wait_together_not_in_turn() {
 
 #[test]
 fn a_short_write_rule_shortens_write() {
-    let m = TestMount::new(&["write short=1..100"]);
+    let m = SlowMount::configured(&["write short=1..100"], |_| {}).expect("mounting slowfs");
     let mut file = File::create(m.path("f")).unwrap();
     let n = file.write(&[1u8; 4096]).unwrap();
     assert!((1..=100).contains(&n), "write returned {n}");
     // A loop still gets everything there.
     file.write_all(&[2u8; 1000]).unwrap();
-    assert_eq!(fs::metadata(m.backing("f")).unwrap().len(), n as u64 + 1000);
+    assert_eq!(
+        fs::metadata(m.backing_path("f")).unwrap().len(),
+        n as u64 + 1000
+    );
 }
 
 #[test]
 fn a_short_read_rule_shortens_read() {
-    let m = TestMount::new(&["read short=10..20"]);
-    fs::write(m.backing("f"), vec![3u8; 8192]).unwrap();
+    let m = SlowMount::configured(&["read short=10..20"], |_| {}).expect("mounting slowfs");
+    fs::write(m.backing_path("f"), vec![3u8; 8192]).unwrap();
     let mut file = File::open(m.path("f")).unwrap();
     let mut buf = vec![0u8; 8192];
     let n = file.read(&mut buf).unwrap();
@@ -85,7 +88,11 @@ fn a_short_read_rule_shortens_read() {
 
 #[test]
 fn an_errno_rule_surfaces_its_errno() {
-    let m = TestMount::new(&["write path=**/*.tmp error=ENOSPC", "fsync error=EIO"]);
+    let m = SlowMount::configured(
+        &["write path=**/*.tmp error=ENOSPC", "fsync error=EIO"],
+        |_| {},
+    )
+    .expect("mounting slowfs");
     let mut tmp = File::create(m.path("x.tmp")).unwrap();
     let err = tmp.write(b"data").unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
@@ -96,7 +103,7 @@ fn an_errno_rule_surfaces_its_errno() {
 
 #[test]
 fn a_throttle_caps_throughput() {
-    let m = TestMount::new(&["write throttle=4MiB/s"]);
+    let m = SlowMount::configured(&["write throttle=4MiB/s"], |_| {}).expect("mounting slowfs");
     let mut file = File::create(m.path("f")).unwrap();
     let chunk = vec![0u8; 128 << 10];
     let start = Instant::now();
@@ -113,8 +120,8 @@ fn a_throttle_caps_throughput() {
 
 #[test]
 fn an_iops_cap_limits_requests() {
-    let m = TestMount::new(&["getattr iops=50 burst=1"]);
-    fs::write(m.backing("f"), b"x").unwrap();
+    let m = SlowMount::configured(&["getattr iops=50 burst=1"], |_| {}).expect("mounting slowfs");
+    fs::write(m.backing_path("f"), b"x").unwrap();
     let start = Instant::now();
     let file = File::open(m.path("f")).unwrap();
     for _ in 0..20 {
@@ -129,8 +136,8 @@ fn an_iops_cap_limits_requests() {
 
 #[test]
 fn a_hang_blocks_until_released_through_the_control_socket() {
-    let m = TestMount::new(&["read hang"]);
-    fs::write(m.backing("f"), b"payload").unwrap();
+    let m = SlowMount::configured(&["read hang"], |_| {}).expect("mounting slowfs");
+    fs::write(m.backing_path("f"), b"payload").unwrap();
     let path = m.path("f");
     let reader = std::thread::spawn(move || fs::read(path).unwrap());
     std::thread::sleep(Duration::from_millis(300));
@@ -145,8 +152,8 @@ fn a_hang_blocks_until_released_through_the_control_socket() {
 
 #[test]
 fn a_hang_with_a_timeout_ends_by_itself() {
-    let m = TestMount::new(&["read hang=300ms"]);
-    fs::write(m.backing("f"), b"x").unwrap();
+    let m = SlowMount::configured(&["read hang=300ms"], |_| {}).expect("mounting slowfs");
+    fs::write(m.backing_path("f"), b"x").unwrap();
     let start = Instant::now();
     assert_eq!(fs::read(m.path("f")).unwrap(), b"x");
     assert!(start.elapsed() >= Duration::from_millis(300));
@@ -154,8 +161,8 @@ fn a_hang_with_a_timeout_ends_by_itself() {
 
 #[test]
 fn unmounting_releases_hung_requests() {
-    let m = TestMount::new(&["read hang"]);
-    fs::write(m.backing("f"), b"x").unwrap();
+    let m = SlowMount::configured(&["read hang"], |_| {}).expect("mounting slowfs");
+    fs::write(m.backing_path("f"), b"x").unwrap();
     let path = m.path("f");
     let reader = std::thread::spawn(move || fs::read(path));
     std::thread::sleep(Duration::from_millis(200));
@@ -166,7 +173,7 @@ fn unmounting_releases_hung_requests() {
 
 #[test]
 fn rules_change_at_runtime_through_the_socket() {
-    let m = TestMount::new(&[]);
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
     let socket = m.mount().control_socket().unwrap().to_path_buf();
     let ack = request(
         &socket,
@@ -205,7 +212,7 @@ fn rules_change_at_runtime_through_the_socket() {
 
 #[test]
 fn stats_count_what_happened() {
-    let m = TestMount::new(&["write error=EIO every=2"]);
+    let m = SlowMount::configured(&["write error=EIO every=2"], |_| {}).expect("mounting slowfs");
     let mut file = OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -228,7 +235,8 @@ fn stats_count_what_happened() {
 #[test]
 fn the_same_seed_gives_the_same_faults() {
     let run = |seed| {
-        let m = TestMount::with(&["write error=EIO p=0.5"], |c| c.spec.seed = Some(seed));
+        let m = SlowMount::configured(&["write error=EIO p=0.5"], |c| c.spec.seed = Some(seed))
+            .expect("mounting slowfs");
         let mut file = File::create(m.path("f")).unwrap();
         (0..40)
             .map(|_| file.write(b"x").is_ok())
@@ -242,7 +250,7 @@ fn the_same_seed_gives_the_same_faults() {
 fn a_panicking_test_still_unmounts() {
     let mountpoint = std::sync::Mutex::new(None);
     let result = std::panic::catch_unwind(|| {
-        let m = TestMount::new(&["read hang"]);
+        let m = SlowMount::configured(&["read hang"], |_| {}).expect("mounting slowfs");
         *mountpoint.lock().unwrap() = Some(m.mount().mountpoint().to_path_buf());
         panic!("boom");
     });
@@ -255,7 +263,8 @@ fn a_panicking_test_still_unmounts() {
 /// lets through, and it shrinks as data is written.
 #[test]
 fn a_quota_shows_in_statfs() {
-    let m = TestMount::new(&["write after_bytes=8MiB error=ENOSPC"]);
+    let m = SlowMount::configured(&["write after_bytes=8MiB error=ENOSPC"], |_| {})
+        .expect("mounting slowfs");
     let avail = || {
         let st = nix::sys::statvfs::statvfs(&m.path("")).unwrap();
         st.blocks_available() * st.fragment_size()

@@ -8,11 +8,11 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::TestMount;
+use common::SlowMount;
 
 /// Starts `cat FILE` in the background and waits until its read is parked.
-fn parked_reader(m: &TestMount) -> std::process::Child {
-    std::fs::write(m.backing("f"), b"data").unwrap();
+fn parked_reader(m: &SlowMount) -> std::process::Child {
+    std::fs::write(m.backing_path("f"), b"data").unwrap();
     let reader = Command::new("cat")
         .arg(m.path("f"))
         .stdout(Stdio::null())
@@ -27,7 +27,7 @@ fn parked_reader(m: &TestMount) -> std::process::Child {
 }
 
 /// SIGKILLs a parked reader; how long it took to be gone.
-fn kill_parked_reader(m: &TestMount) -> Duration {
+fn kill_parked_reader(m: &SlowMount) -> Duration {
     let mut reader = parked_reader(m);
     let killed = Instant::now();
     reader.kill().unwrap();
@@ -37,14 +37,14 @@ fn kill_parked_reader(m: &TestMount) -> Duration {
 
 #[test]
 fn a_killed_reader_parked_on_a_long_delay_is_gone_at_once() {
-    let m = TestMount::new(&["read delay=30s"]);
+    let m = SlowMount::configured(&["read delay=30s"], |_| {}).expect("mounting slowfs");
     let took = kill_parked_reader(&m);
     assert!(took < Duration::from_secs(1), "gone after {took:?}");
 }
 
 #[test]
 fn a_killed_reader_parked_on_a_hang_is_gone_at_once() {
-    let m = TestMount::new(&["read hang"]);
+    let m = SlowMount::configured(&["read hang"], |_| {}).expect("mounting slowfs");
     let took = kill_parked_reader(&m);
     assert!(took < Duration::from_secs(1), "gone after {took:?}");
     assert_eq!(m.mount().waiting(), 0, "the parked request ended");
@@ -52,7 +52,8 @@ fn a_killed_reader_parked_on_a_hang_is_gone_at_once() {
 
 #[test]
 fn without_intr_a_killed_reader_waits_for_the_release() {
-    let m = TestMount::with(&["read hang"], |c| c.interruptible = false);
+    let m = SlowMount::configured(&["read hang"], |c| c.interruptible = false)
+        .expect("mounting slowfs");
     let mut reader = parked_reader(&m);
     reader.kill().unwrap();
     std::thread::sleep(Duration::from_millis(500));
@@ -66,8 +67,8 @@ fn without_intr_a_killed_reader_waits_for_the_release() {
 
 #[test]
 fn a_python_reader_with_a_signal_handler_sees_the_interrupt() {
-    let m = TestMount::new(&["read delay=30s"]);
-    std::fs::write(m.backing("f"), b"data").unwrap();
+    let m = SlowMount::configured(&["read delay=30s"], |_| {}).expect("mounting slowfs");
+    std::fs::write(m.backing_path("f"), b"data").unwrap();
     // The handler raises, so Python does not restart the read (PEP 475).
     let script = r#"
 import os, signal, sys, time

@@ -9,7 +9,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 
-use common::{sync_dir, TestMount};
+use common::{sync_dir, SlowMount};
 
 fn rw(path: &std::path::Path) -> File {
     OpenOptions::new()
@@ -23,7 +23,7 @@ fn rw(path: &std::path::Path) -> File {
 
 /// A file whose `durable` content was fsynced (entry included), then overwritten
 /// at offset 0 by `newer`, not yet synced.
-fn durable_then_overwritten(m: &TestMount, name: &str, durable: &[u8], newer: &[u8]) -> File {
+fn durable_then_overwritten(m: &SlowMount, name: &str, durable: &[u8], newer: &[u8]) -> File {
     let f = rw(&m.path(name));
     f.write_at(durable, 0).unwrap();
     f.sync_all().unwrap();
@@ -36,7 +36,8 @@ fn durable_then_overwritten(m: &TestMount, name: &str, durable: &[u8], newer: &[
 /// the retry "made durable" is gone after a crash.
 #[test]
 fn a_failed_fsync_drops_the_data_and_the_retry_lies() {
-    let m = TestMount::strict(&["fsync path=db error=EIO drop after=1"]);
+    let m =
+        SlowMount::strict(7, &["fsync path=db error=EIO drop after=1"]).expect("mounting slowfs");
     let mut db = rw(&m.path("db"));
     db.write_all(b"first ").unwrap();
     db.sync_all().unwrap(); // the rule skips the first fsync
@@ -63,7 +64,7 @@ fn a_failed_fsync_drops_the_data_and_the_retry_lies() {
 /// With nothing to write back, a drop rule's fsync succeeds (no error without I/O).
 #[test]
 fn a_drop_rule_fails_only_fsyncs_with_dirty_data() {
-    let m = TestMount::strict(&["fsync error=EIO drop"]);
+    let m = SlowMount::strict(7, &["fsync error=EIO drop"]).expect("mounting slowfs");
     let f = rw(&m.path("clean"));
     f.sync_all()
         .expect("an fsync with nothing to write back succeeds");
@@ -76,7 +77,7 @@ fn a_drop_rule_fails_only_fsyncs_with_dirty_data() {
 /// one that wrote nothing; the description that saw it already does not again.
 #[test]
 fn the_error_is_reported_once_per_open_file_description() {
-    let m = TestMount::strict(&["fsync path=shared error=EIO drop"]);
+    let m = SlowMount::strict(7, &["fsync path=shared error=EIO drop"]).expect("mounting slowfs");
     let writer = rw(&m.path("shared"));
     let other = File::open(m.path("shared")).unwrap();
     let third = File::open(m.path("shared")).unwrap();
@@ -104,7 +105,8 @@ fn the_error_is_reported_once_per_open_file_description() {
 /// the file (it still shows the dropped data), and a crash then does.
 #[test]
 fn durable_reports_data_a_failed_write_back_dropped() {
-    let m = TestMount::strict(&["fsync path=db error=EIO drop after=1"]);
+    let m =
+        SlowMount::strict(7, &["fsync path=db error=EIO drop after=1"]).expect("mounting slowfs");
     let f = durable_then_overwritten(&m, "db", b"durable", b"visible");
     assert!(m
         .mount()
@@ -128,11 +130,12 @@ fn durable_reports_data_a_failed_write_back_dropped() {
 /// drop=evict: the dropped pages leave the cache, so reads show the durable content.
 #[test]
 fn drop_evict_makes_reads_show_the_durable_content() {
-    let m = TestMount::strict(&["fsync path=evicted error=EIO drop=evict after=1"]);
+    let m = SlowMount::strict(7, &["fsync path=evicted error=EIO drop=evict after=1"])
+        .expect("mounting slowfs");
     let f = durable_then_overwritten(&m, "evicted", b"durable", b"DOOMED!");
     assert!(f.sync_all().is_err());
     assert_eq!(fs::read(m.path("evicted")).unwrap(), b"durable");
-    assert_eq!(fs::read(m.backing("evicted")).unwrap(), b"durable");
+    assert_eq!(fs::read(m.backing_path("evicted")).unwrap(), b"durable");
 }
 
 /// A drop rule needs the crash model, and says so.
@@ -164,9 +167,10 @@ fn checksum(data: &[u8]) -> u64 {
 #[test]
 fn corrupt_reads_fool_a_trusting_reader_and_a_checksum_catches_them() {
     for (how, flipped_bits) in [("bitflip:3", Some(3)), ("zero", None), ("random", None)] {
-        let m = TestMount::new(&[&format!("read path=blob corrupt={how}")]);
+        let m = SlowMount::configured(&[&format!("read path=blob corrupt={how}")], |_| {})
+            .expect("mounting slowfs");
         let original: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8 + 1).collect();
-        fs::write(m.backing("blob"), &original).unwrap();
+        fs::write(m.backing_path("blob"), &original).unwrap();
         let stored_sum = checksum(&original);
         let read = fs::read(m.path("blob")).unwrap();
         assert_eq!(read.len(), original.len());
@@ -196,15 +200,16 @@ fn corrupt_reads_fool_a_trusting_reader_and_a_checksum_catches_them() {
             assert_eq!(flipped, bits, "{how}");
         }
         assert_eq!(
-            fs::read(m.backing("blob")).unwrap(),
+            fs::read(m.backing_path("blob")).unwrap(),
             original,
             "{how}: backing unchanged"
         );
     }
     // The same seed damages the same sector the same way.
     let damage = || {
-        let m = TestMount::new(&["read path=blob corrupt=bitflip:1"]);
-        fs::write(m.backing("blob"), vec![0u8; 65536]).unwrap();
+        let m = SlowMount::configured(&["read path=blob corrupt=bitflip:1"], |_| {})
+            .expect("mounting slowfs");
+        fs::write(m.backing_path("blob"), vec![0u8; 65536]).unwrap();
         fs::read(m.path("blob")).unwrap()
     };
     assert_eq!(damage(), damage());
@@ -213,7 +218,8 @@ fn corrupt_reads_fool_a_trusting_reader_and_a_checksum_catches_them() {
 /// A lost write is acknowledged and never lands: only reading back catches it.
 #[test]
 fn a_lost_write_is_acknowledged_and_never_lands() {
-    let m = TestMount::new(&["write path=ledger lose after=1"]);
+    let m = SlowMount::configured(&["write path=ledger lose after=1"], |_| {})
+        .expect("mounting slowfs");
     let f = rw(&m.path("ledger"));
     assert_eq!(f.write_at(b"entry 1;", 0).unwrap(), 8);
     assert_eq!(
@@ -223,16 +229,16 @@ fn a_lost_write_is_acknowledged_and_never_lands() {
     );
     f.sync_all().unwrap();
     assert_eq!(fs::read(m.path("ledger")).unwrap(), b"entry 1;");
-    assert_eq!(fs::read(m.backing("ledger")).unwrap(), b"entry 1;");
+    assert_eq!(fs::read(m.backing_path("ledger")).unwrap(), b"entry 1;");
 }
 
 /// A stale read returns what is durable, not the latest write.
 #[test]
 fn a_stale_read_returns_the_durable_content() {
-    let m = TestMount::strict(&["read path=config stale"]);
+    let m = SlowMount::strict(7, &["read path=config stale"]).expect("mounting slowfs");
     let f = durable_then_overwritten(&m, "config", b"version=1", b"version=2");
     assert_eq!(fs::read(m.path("config")).unwrap(), b"version=1");
-    assert_eq!(fs::read(m.backing("config")).unwrap(), b"version=2");
+    assert_eq!(fs::read(m.backing_path("config")).unwrap(), b"version=2");
     f.sync_all().unwrap();
     assert_eq!(fs::read(m.path("config")).unwrap(), b"version=2");
 }

@@ -5,11 +5,11 @@ mod common;
 
 use std::fs;
 
-use common::TestMount;
+use common::SlowMount;
 
 #[test]
 fn untouched_files_bypass_the_daemon() {
-    let m = TestMount::new(&["read path=slow* delay=1ms"]);
+    let m = SlowMount::configured(&["read path=slow* delay=1ms"], |_| {}).expect("mounting slowfs");
     fs::write(m.path("fast"), vec![1u8; 1 << 20]).unwrap();
     fs::write(m.path("slow"), vec![2u8; 1 << 20]).unwrap();
     let before = m.mount().stats().count("read");
@@ -28,7 +28,7 @@ fn untouched_files_bypass_the_daemon() {
 
 #[test]
 fn passthrough_never_routes_everything_through_the_daemon() {
-    let m = TestMount::with(&[], |c| c.passthrough = false);
+    let m = SlowMount::configured(&[], |c| c.passthrough = false).expect("mounting slowfs");
     fs::write(m.path("f"), vec![1u8; 1 << 20]).unwrap();
     assert!(m.mount().stats().count("write") > 0);
     let before = m.mount().stats().count("read");
@@ -40,7 +40,7 @@ fn passthrough_never_routes_everything_through_the_daemon() {
 
 #[test]
 fn open_passthrough_handles_are_counted() {
-    let m = TestMount::new(&[]);
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
     fs::write(m.path("f"), b"x").unwrap();
     let file = fs::File::open(m.path("f")).unwrap();
     assert_eq!(m.mount().passthrough_handles(), 1);

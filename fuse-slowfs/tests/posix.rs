@@ -11,7 +11,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
-use common::TestMount;
+use common::SlowMount;
 
 fn cstr(path: &Path) -> CString {
     CString::new(path.as_os_str().as_bytes()).unwrap()
@@ -38,7 +38,7 @@ fn renameat2(from: &Path, to: &Path, flags: u32) -> std::io::Result<()> {
 
 #[test]
 fn files_dirs_links_and_renames_pass_through() {
-    let m = TestMount::new(&[]);
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
     fs::create_dir_all(m.path("a/b")).unwrap();
     fs::write(m.path("a/b/f"), b"one").unwrap();
     fs::hard_link(m.path("a/b/f"), m.path("a/g")).unwrap();
@@ -48,7 +48,7 @@ fn files_dirs_links_and_renames_pass_through() {
     assert_eq!(fs::read(m.path("a/s")).unwrap(), b"one");
     fs::rename(m.path("a/b"), m.path("c")).unwrap();
     assert_eq!(fs::read(m.path("c/f")).unwrap(), b"one");
-    assert_eq!(fs::read(m.backing("c/f")).unwrap(), b"one");
+    assert_eq!(fs::read(m.backing_path("c/f")).unwrap(), b"one");
     let mut names: Vec<_> = fs::read_dir(m.path("a"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -58,12 +58,12 @@ fn files_dirs_links_and_renames_pass_through() {
     fs::remove_file(m.path("a/g")).unwrap();
     fs::remove_file(m.path("a/s")).unwrap();
     fs::remove_dir(m.path("a")).unwrap();
-    assert!(!m.backing("a").exists());
+    assert!(!m.backing_path("a").exists());
 }
 
 #[test]
 fn rename_noreplace_and_exchange() {
-    let m = TestMount::new(&[]);
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
     fs::write(m.path("x"), b"x").unwrap();
     fs::write(m.path("y"), b"y").unwrap();
     let err = renameat2(&m.path("x"), &m.path("y"), libc::RENAME_NOREPLACE).unwrap_err();
@@ -75,7 +75,7 @@ fn rename_noreplace_and_exchange() {
 
 #[test]
 fn truncate_append_and_positioned_io() {
-    let m = TestMount::new(&[]);
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
     let mut file = OpenOptions::new()
         .create(true)
         .append(true)
@@ -94,7 +94,7 @@ fn truncate_append_and_positioned_io() {
 /// the data: no cache in the kernel holds it back (xfstests 286, 436, 490, ...).
 #[test]
 fn seek_data_sees_a_write_not_yet_synced() {
-    let m = TestMount::with(&[], |c| c.passthrough = false);
+    let m = SlowMount::configured(&[], |c| c.passthrough = false).expect("mounting slowfs");
     let file = OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -117,7 +117,7 @@ fn seek_data_sees_a_write_not_yet_synced() {
 /// daemon does not see the store, so it lets no one cache the attributes.
 #[test]
 fn mmap_stores_update_mtime_in_passthrough() {
-    let m = TestMount::new(&[]);
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
     let file = OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -154,7 +154,7 @@ fn mmap_stores_update_mtime_in_passthrough() {
 
 #[test]
 fn seek_data_and_hole_pass_through() {
-    let m = TestMount::new(&[]);
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
     let mut file = OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -175,11 +175,11 @@ fn seek_data_and_hole_pass_through() {
 
 #[test]
 fn fifos_xattrs_fallocate_and_copy_file_range() {
-    let m = TestMount::new(&[]);
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
     let fifo = cstr(&m.path("fifo"));
     // SAFETY: valid C string.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
-    assert!(fs::symlink_metadata(m.backing("fifo"))
+    assert!(fs::symlink_metadata(m.backing_path("fifo"))
         .unwrap()
         .file_type()
         .is_fifo_like());
@@ -240,9 +240,10 @@ impl FifoLike for fs::FileType {
 
 #[test]
 fn new_files_belong_to_the_caller_and_keep_their_mode() {
-    let m = TestMount::in_dir(Path::new("/var/tmp"), &[], |c| {
+    let m = SlowMount::in_dir(Path::new("/var/tmp"), &[], |c| {
         c.options.apply("allow_other").unwrap()
-    });
+    })
+    .expect("mounting slowfs");
     fs::set_permissions(m.path(""), fs::Permissions::from_mode(0o777)).unwrap();
     let dir = m.path("");
     let status = std::process::Command::new("sh")
@@ -255,24 +256,27 @@ fn new_files_belong_to_the_caller_and_keep_their_mode() {
         .unwrap();
     assert!(status.success());
     for name in ["f", "d", "l", "p"] {
-        let meta = fs::symlink_metadata(m.backing(name)).unwrap();
+        let meta = fs::symlink_metadata(m.backing_path(name)).unwrap();
         assert_eq!((meta.uid(), meta.gid()), (4242, 4343), "{name}");
     }
     assert_eq!(
-        fs::metadata(m.backing("f")).unwrap().mode() & 0o7777,
+        fs::metadata(m.backing_path("f")).unwrap().mode() & 0o7777,
         0o4755
     );
-    assert_eq!(fs::metadata(m.backing("d")).unwrap().mode() & 0o777, 0o755);
+    assert_eq!(
+        fs::metadata(m.backing_path("d")).unwrap().mode() & 0o777,
+        0o755
+    );
 }
 
 #[test]
 fn nothing_outside_the_backing_directory_is_reachable() {
     let outside = tempfile::tempdir().unwrap();
     fs::write(outside.path().join("secret"), b"secret").unwrap();
-    let m = TestMount::new(&[]);
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
     // A symlink planted in the backing directory, pointing out of it.
-    std::os::unix::fs::symlink(outside.path().join("secret"), m.backing("link")).unwrap();
-    std::os::unix::fs::symlink(outside.path(), m.backing("dirlink")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret"), m.backing_path("link")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), m.backing_path("dirlink")).unwrap();
 
     // The daemon never follows it: opening without following fails, and operations
     // on the link itself do not reach the target.
@@ -329,10 +333,11 @@ fn nothing_outside_the_backing_directory_is_reachable() {
 /// a writer outside the file's group; root keeps them. The daemon does this itself
 /// (FUSE_HANDLE_KILLPRIV_V2), on both the passthrough and daemon paths.
 fn set_id_bits_drop_when_another_user_changes_data(passthrough: bool) {
-    let m = TestMount::in_dir(Path::new("/var/tmp"), &[], |c| {
+    let m = SlowMount::in_dir(Path::new("/var/tmp"), &[], |c| {
         c.options.apply("allow_other").unwrap();
         c.passthrough = passthrough;
-    });
+    })
+    .expect("mounting slowfs");
     fs::set_permissions(m.path(""), fs::Permissions::from_mode(0o777)).unwrap();
     for (name, mode) in [
         ("written", 0o6777),
@@ -368,7 +373,7 @@ fn set_id_bits_drop_when_another_user_changes_data(passthrough: bool) {
         .unwrap()
         .write_all(b"x")
         .unwrap();
-    let mode = |name: &str| fs::metadata(m.backing(name)).unwrap().mode() & 0o7777;
+    let mode = |name: &str| fs::metadata(m.backing_path(name)).unwrap().mode() & 0o7777;
     // The mount shows the change at once, not after its attribute cache expires.
     let shown = |name: &str| fs::metadata(m.path(name)).unwrap().mode() & 0o7777;
     for name in ["written", "truncated", "reopened", "allocated", "punched"] {
@@ -394,7 +399,7 @@ fn set_id_bits_drop_when_another_user_changes_data(passthrough: bool) {
         0o2666,
         "set-group-ID without group-execute, written by a member of the group"
     );
-    assert_eq!(fs::read(m.backing("written")).unwrap(), b"datax");
+    assert_eq!(fs::read(m.backing_path("written")).unwrap(), b"datax");
 }
 
 #[test]
@@ -412,7 +417,7 @@ fn set_id_bits_drop_when_another_user_changes_data_through_the_daemon() {
 /// applies as usual.
 #[test]
 fn default_acls_and_the_umask_decide_new_modes() {
-    let m = TestMount::new(&[]);
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
     fs::create_dir(m.path("acl")).unwrap();
     // system.posix_acl_default: version 2; user::rwx, group::rwx, other::rwx.
     let mut acl = 2u32.to_le_bytes().to_vec();
@@ -456,7 +461,7 @@ fn default_acls_and_the_umask_decide_new_modes() {
 /// Any timestamp round-trips, also before 1970 and with nanoseconds.
 #[test]
 fn timestamps_before_1970_round_trip() {
-    let m = TestMount::new(&[]);
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
     fs::write(m.path("old"), b"").unwrap();
     let path = cstr(&m.path("old"));
     for (secs, nanos) in [
@@ -480,7 +485,7 @@ fn timestamps_before_1970_round_trip() {
         assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
         for meta in [
             fs::metadata(m.path("old")).unwrap(),
-            fs::metadata(m.backing("old")).unwrap(),
+            fs::metadata(m.backing_path("old")).unwrap(),
         ] {
             assert_eq!((meta.mtime(), meta.mtime_nsec()), (secs, nanos));
             assert_eq!((meta.atime(), meta.atime_nsec()), (secs, nanos));

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::TestMount;
+use common::SlowMount;
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
 
@@ -31,7 +31,7 @@ fn tool(name: &str) -> PathBuf {
 
 /// Runs fsx on a mount; with `passthrough` the data path bypasses the daemon.
 fn fsx(passthrough: bool) {
-    let m = TestMount::with(&[], |c| c.passthrough = passthrough);
+    let m = SlowMount::configured(&[], |c| c.passthrough = passthrough).expect("mounting slowfs");
     let ops = std::env::var("SLOWFS_FSX_OPS").unwrap_or_else(|_| "100000".into());
     let seed = std::env::var("SLOWFS_FSX_SEED").unwrap_or_else(|_| "1".into());
     println!("fsx: {ops} ops, seed {seed}, passthrough {passthrough} (SLOWFS_FSX_OPS / SLOWFS_FSX_SEED to change)");
@@ -85,10 +85,11 @@ fn pjdfstest_passes_everything_that_applies_through_the_daemon() {
 
 fn pjdfstest(passthrough: bool) {
     // Tests that switch user need a mount other users may enter (/tmp may be 0700).
-    let m = TestMount::in_dir(Path::new("/var/tmp"), &[], |c| {
+    let m = SlowMount::in_dir(Path::new("/var/tmp"), &[], |c| {
         c.options.apply("allow_other").unwrap();
         c.passthrough = passthrough;
-    });
+    })
+    .expect("mounting slowfs");
     std::fs::set_permissions(
         m.path(""),
         std::os::unix::fs::PermissionsExt::from_mode(0o777),

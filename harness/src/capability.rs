@@ -138,7 +138,7 @@ impl FromStr for Capability {
     type Err = UnknownCapability;
 
     /// ```
-    /// use harness::Capability;
+    /// use slowfs_harness::Capability;
     /// assert_eq!("write_at".parse::<Capability>(), Ok(Capability::WriteAt));
     /// let typo = "writeat".parse::<Capability>().unwrap_err();
     /// assert!(typo.to_string().contains("known: open, close"));

@@ -8,10 +8,10 @@
 //!   (one hand-off per operation to a bounded pool), `tokio-fs` (tokio::fs, its
 //!   caveats honoured) and `blocking` (the negative control for loop lag);
 //!   [`AnyEngine`] picks one by name.
-//! * [`lag`]: the loop-lag probe. [`mount`]: a real slowfs mount as a fixture.
+//! * [`lag`]: the loop-lag probe. (The slowfs mount fixture is `slowfs::fixture`.)
 //!
 //! ```no_run
-//! use harness::{AnyEngine, Engine, EngineFile, OpenOptions};
+//! use slowfs_harness::{AnyEngine, Engine, EngineFile, OpenOptions};
 //! # async fn demo() -> std::io::Result<()> {
 //! let engine = AnyEngine::by_name("uring")?;
 //! let file = engine.open("/tmp/x".as_ref(), &OpenOptions::read_write_create()).await?;
@@ -45,7 +45,7 @@
 //! use std::io;
 //! use std::os::unix::fs::FileExt;
 //! use std::path::Path;
-//! use harness::{BufResult, Capability, Engine, EngineFile, Metadata, OpenOptions};
+//! use slowfs_harness::{BufResult, Capability, Engine, EngineFile, Metadata, OpenOptions};
 //!
 //! struct StdEngine;
 //! struct StdFile(std::fs::File);
@@ -100,27 +100,27 @@
 //! does not compile, by design:
 //!
 //! ```compile_fail,E0004
-//! fn name(c: harness::Capability) -> &'static str {
+//! fn name(c: slowfs_harness::Capability) -> &'static str {
 //!     match c {
-//!         harness::Capability::Open => "open",
-//!         harness::Capability::Close => "close",
-//!         harness::Capability::Read => "read",
-//!         harness::Capability::ReadAt => "read_at",
-//!         harness::Capability::WriteAt => "write_at",
-//!         harness::Capability::ReadMany => "read_many",
-//!         harness::Capability::WriteMany => "write_many",
-//!         harness::Capability::Fsync => "fsync",
-//!         harness::Capability::Fdatasync => "fdatasync",
-//!         harness::Capability::SetLen => "set_len",
-//!         harness::Capability::Metadata => "metadata",
-//!         harness::Capability::Rename => "rename",
-//!         harness::Capability::Copy => "copy",
-//!         harness::Capability::RemoveFile => "remove_file",
-//!         harness::Capability::CreateDir => "create_dir",
-//!         harness::Capability::SyncDir => "sync_dir",
-//!         harness::Capability::Cancel => "cancel",
-//!         harness::Capability::Lag => "lag",
-//!         harness::Capability::Positioned => "positioned",
+//!         slowfs_harness::Capability::Open => "open",
+//!         slowfs_harness::Capability::Close => "close",
+//!         slowfs_harness::Capability::Read => "read",
+//!         slowfs_harness::Capability::ReadAt => "read_at",
+//!         slowfs_harness::Capability::WriteAt => "write_at",
+//!         slowfs_harness::Capability::ReadMany => "read_many",
+//!         slowfs_harness::Capability::WriteMany => "write_many",
+//!         slowfs_harness::Capability::Fsync => "fsync",
+//!         slowfs_harness::Capability::Fdatasync => "fdatasync",
+//!         slowfs_harness::Capability::SetLen => "set_len",
+//!         slowfs_harness::Capability::Metadata => "metadata",
+//!         slowfs_harness::Capability::Rename => "rename",
+//!         slowfs_harness::Capability::Copy => "copy",
+//!         slowfs_harness::Capability::RemoveFile => "remove_file",
+//!         slowfs_harness::Capability::CreateDir => "create_dir",
+//!         slowfs_harness::Capability::SyncDir => "sync_dir",
+//!         slowfs_harness::Capability::Cancel => "cancel",
+//!         slowfs_harness::Capability::Lag => "lag",
+//!         slowfs_harness::Capability::Positioned => "positioned",
 //!     }
 //! }
 //! ```
@@ -130,7 +130,6 @@ pub mod backend;
 pub mod capability;
 pub mod engine;
 pub mod lag;
-pub mod mount;
 
 pub use backend::{AnyEngine, AnyFile, ENGINE_NAMES};
 pub use capability::{Capability, UnknownCapability};

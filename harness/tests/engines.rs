@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use harness::lag::LagProbe;
-use harness::mount::SlowMount;
-use harness::{AnyEngine, Engine, EngineFile, OpenOptions, ENGINE_NAMES};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use slowfs::fixture::SlowMount;
+use slowfs_harness::lag::LagProbe;
+use slowfs_harness::{AnyEngine, Engine, EngineFile, OpenOptions, ENGINE_NAMES};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -116,7 +116,7 @@ fn every_backend_matches_the_model() {
     let rt = runtime();
     for profile in [None, Some("short-io")] {
         for name in ENGINE_NAMES {
-            let mut spec = fault_inject::FaultSpec {
+            let mut spec = slowfs_faults::FaultSpec {
                 seed: Some(seed),
                 ..Default::default()
             };

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use harness::mount::SlowMount;
-use harness::Engine;
+use slowfs::fixture::SlowMount;
+use slowfs_harness::Engine;
 
 use super::ensure;
 use crate::proptest_run::check;
@@ -62,10 +62,10 @@ async fn one_case<E: Engine>(
     let log = mount.log();
     let end = log.ops().len();
     let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed);
-    for point in fault_inject::crash::points::Sweep::new(&log, start, end) {
+    for point in slowfs_faults::crash::points::Sweep::new(&log, start, end) {
         let k = point.k;
         let states =
-            fault_inject::crash::states::PointStates::new(&log, &point.pending, Some(SECTOR));
+            slowfs_faults::crash::states::PointStates::new(&log, &point.pending, Some(SECTOR));
         let (states, _) = states.up_to(STATES_PER_POINT, &mut rng);
         for kept in states {
             let tree = log.state_on(point.durable.clone(), k, &kept);

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::{CancelAnswer, Engine, EngineFile, OpenOptions};
 use proptest::prelude::*;
+use slowfs_harness::{CancelAnswer, Engine, EngineFile, OpenOptions};
 
 use super::{ensure, mount};
 use crate::proptest_run::check;
@@ -108,7 +108,10 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
 
 /// If an operation cannot be dropped mid-flight (it runs to completion on the
 /// runtime thread), there is nothing to check: the suite does not apply.
-async fn cannot_cancel<E: Engine>(engine: &E, mount: &harness::mount::SlowMount) -> Option<String> {
+async fn cannot_cancel<E: Engine>(
+    engine: &E,
+    mount: &slowfs::fixture::SlowMount,
+) -> Option<String> {
     std::fs::write(mount.backing_path("probe"), b"probe").ok()?;
     let rule = mount.set("read path=probe delay=500ms").ok()?;
     let file = engine
@@ -127,7 +130,7 @@ async fn cannot_cancel<E: Engine>(engine: &E, mount: &harness::mount::SlowMount)
 
 /// Clears a case's stall rule and releases what it holds, on every exit.
 struct Unstall<'a> {
-    mount: &'a harness::mount::SlowMount,
+    mount: &'a slowfs::fixture::SlowMount,
     rule: u64,
 }
 
@@ -158,7 +161,7 @@ async fn cancel_answer<E: Engine>(engine: &E, held: bool) -> Option<CancelAnswer
 
 async fn one_case<E: Engine>(
     engine: &E,
-    mount: &harness::mount::SlowMount,
+    mount: &slowfs::fixture::SlowMount,
     name: &str,
     c: &Case,
 ) -> Result<(), String> {

@@ -6,9 +6,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use harness::mount::SlowMount;
-use harness::{Engine, EngineFile, OpenOptions};
 use proptest::prelude::*;
+use slowfs::fixture::SlowMount;
+use slowfs_harness::{Engine, EngineFile, OpenOptions};
 
 use super::ensure;
 use crate::model::SparseFile;

@@ -10,8 +10,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use harness::{Engine, EngineFile, OpenOptions};
 use proptest::prelude::*;
+use slowfs_harness::{Engine, EngineFile, OpenOptions};
 
 use super::{ensure, mount};
 use crate::proptest_run::check;
@@ -43,7 +43,7 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
         Err(verdict) => return crate::outcome(verdict, 0),
     };
     // Write-back failures need the crash model: a second, strict mount.
-    let strict = match harness::mount::SlowMount::strict(config.seed, &[]) {
+    let strict = match slowfs::fixture::SlowMount::strict(config.seed, &[]) {
         Ok(m) => m,
         Err(e) => {
             return crate::outcome(
@@ -124,7 +124,7 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
 /// it, and a crash afterwards shows what a success would have hidden.
 async fn fsync_failure<E: Engine>(
     engine: &E,
-    mount: &harness::mount::SlowMount,
+    mount: &slowfs::fixture::SlowMount,
     n: u64,
 ) -> Result<(), String> {
     let name = format!("fsf-{n}");

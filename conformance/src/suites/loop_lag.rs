@@ -35,8 +35,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harness::lag::{ControlProbe, LagProbe};
-use harness::{Capability, Engine, EngineFile, OpenOptions};
+use slowfs_harness::lag::{ControlProbe, LagProbe};
+use slowfs_harness::{Capability, Engine, EngineFile, OpenOptions};
 
 use super::mount;
 use crate::{outcome, Outcome, SuiteConfig, Verdict};
@@ -276,7 +276,7 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
 
 /// `open 3x (longest 101 ms), flush 16x (longest 100 ms)`.
 fn summarize(held: &[&slowfs::stats::Waited]) -> String {
-    let mut by_op: Vec<(fault_inject::Op, usize, Duration)> = Vec::new();
+    let mut by_op: Vec<(slowfs_faults::Op, usize, Duration)> = Vec::new();
     for w in held {
         match by_op.iter_mut().find(|(op, _, _)| *op == w.op) {
             Some((_, n, longest)) => {

@@ -8,13 +8,13 @@ pub mod loop_lag;
 pub mod positioned;
 pub mod short_io;
 
-use harness::mount::SlowMount;
+use slowfs::fixture::SlowMount;
 
 use crate::{SuiteConfig, Verdict};
 
 /// Mounts slowfs with the run's seed, the suite's rules and the run's profile.
 pub(crate) fn mount(config: &SuiteConfig, rules: &[&str]) -> Result<SlowMount, Verdict> {
-    let mut spec = fault_inject::FaultSpec {
+    let mut spec = slowfs_faults::FaultSpec {
         seed: Some(config.seed),
         ..Default::default()
     };
@@ -55,12 +55,12 @@ pub(crate) fn ensure(condition: bool, message: impl FnOnce() -> String) -> Resul
 /// returns the file's bytes. A suite that looked only at what the engine says
 /// could be passed by an engine that does nothing (every write "done", every
 /// read zeros); run before every suite, on a mount of its own.
-pub(crate) fn verify_io<E: harness::Engine>(
+pub(crate) fn verify_io<E: slowfs_harness::Engine>(
     engine: &E,
     suite: crate::Suite,
     config: &SuiteConfig,
 ) -> Result<(), Verdict> {
-    use harness::{Capability, EngineFile};
+    use slowfs_harness::{Capability, EngineFile};
     let uses = |cap| suite.requires().contains(&cap) && engine.supports(cap);
     let fail = |reason: String| Verdict::Fail {
         reason: format!("the engine does not do the I/O it reports: {reason}"),
@@ -87,7 +87,7 @@ pub(crate) fn verify_io<E: harness::Engine>(
             let data = pattern(1);
             let path = mount.path("verify-write");
             let file = engine
-                .open(&path, &harness::OpenOptions::read_write_create())
+                .open(&path, &slowfs_harness::OpenOptions::read_write_create())
                 .await
                 .map_err(|e| fail(format!("open for writing: {e}")))?;
             let (written, _) = file.write_all_at(data.clone(), 0).await;
@@ -110,7 +110,7 @@ pub(crate) fn verify_io<E: harness::Engine>(
         let read_at = uses(Capability::ReadAt);
         if read_at || uses(Capability::Read) {
             let file = engine
-                .open(&mount.path("verify-read"), &harness::OpenOptions::read())
+                .open(&mount.path("verify-read"), &slowfs_harness::OpenOptions::read())
                 .await
                 .map_err(|e| fail(format!("open for reading: {e}")))?;
             let mut got = Vec::new();

@@ -13,8 +13,8 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use harness::{Engine, EngineFile, OpenOptions};
 use proptest::prelude::*;
+use slowfs_harness::{Engine, EngineFile, OpenOptions};
 
 use super::{ensure, mount};
 use crate::model::SparseFile;

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::{Engine, EngineFile, OpenOptions};
 use proptest::prelude::*;
+use slowfs_harness::{Engine, EngineFile, OpenOptions};
 
 use super::{ensure, mount};
 use crate::proptest_run::check;

@@ -1,7 +1,7 @@
-//! A thread-per-core runtime adapted to [`harness::Engine`]: compio, whose files
+//! A thread-per-core runtime adapted to [`slowfs_harness::Engine`]: compio, whose files
 //! are `!Send` (they belong to the thread whose io_uring submits their ops).
 //!
-//! `harness::EngineFile` futures must be `Send`, so the adapter is a **proxy**:
+//! `slowfs_harness::EngineFile` futures must be `Send`, so the adapter is a **proxy**:
 //! one thread runs a compio runtime and owns every open file in a handle table;
 //! each operation is a job sent to that thread (a closure that is `Send`, building
 //! a future that is not), spawned there as a local task, and answered over a
@@ -14,7 +14,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
-//! use harness::{Engine, EngineFile, OpenOptions};
+//! use slowfs_harness::{Engine, EngineFile, OpenOptions};
 //! let engine = compio_engine::CompioEngine::start()?;
 //! let file = engine.open("/tmp/x".as_ref(), &OpenOptions::read_write_create()).await?;
 //! let (n, _buf) = file.write_at(b"hello".to_vec(), 0).await;
@@ -38,8 +38,8 @@ use compio::fs::File;
 use compio::io::{AsyncReadAt, AsyncWriteAt};
 use futures::channel::mpsc;
 use futures::StreamExt;
-use harness::lag::LagReport;
-use harness::{BufResult, Engine, EngineFile, Metadata, OpenOptions};
+use slowfs_harness::lag::LagReport;
+use slowfs_harness::{BufResult, Engine, EngineFile, Metadata, OpenOptions};
 
 /// An open file on the proxy thread, with the cursor compio's positioned-only
 /// files lack (for `read`).
@@ -401,7 +401,7 @@ impl Engine for CompioEngine {
         report.late_ms = Some(
             late.iter()
                 .copied()
-                .filter(|ms| *ms > harness::lag::KEEP_LATE_OVER_MS)
+                .filter(|ms| *ms > slowfs_harness::lag::KEEP_LATE_OVER_MS)
                 .collect(),
         );
         Some(report)

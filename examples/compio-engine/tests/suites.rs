@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use compio_engine::CompioEngine;
-use conformance::{run_suite, Suite, SuiteConfig, Verdict};
+use slowfs_conformance::{run_suite, Suite, SuiteConfig, Verdict};
 
 #[test]
 fn compio_through_the_suites() {

@@ -11,8 +11,8 @@
 //! * [`text`]: operations with path names, the `CRASH_POINT/KEPT` spelling.
 //!
 //! ```
-//! use fault_inject::crash::search::{Search, SearchConfig};
-//! use fault_inject::durability::{Log, LogOp, NodeKind, Tree};
+//! use slowfs_faults::crash::search::{Search, SearchConfig};
+//! use slowfs_faults::durability::{Log, LogOp, NodeKind, Tree};
 //!
 //! let mut log = Log::new(Tree::empty(1));
 //! log.push(LogOp::Create { dir: 1, name: "f".into(), node: 2, kind: NodeKind::File });

@@ -228,7 +228,7 @@ fn lost_ops(
 /// items collapse), identical lines once, joined with ` / `.
 ///
 /// ```
-/// use fault_inject::crash::report::normalise;
+/// use slowfs_faults::crash::report::normalise;
 /// assert_eq!(normalise("row 17 missing"), normalise("row 18 missing"));
 /// assert_eq!(
 ///     normalise("missing blob 3f2a9c1d\nmissing blob 77aa01bb"),

@@ -188,6 +188,12 @@ impl<'a> Search<'a> {
         &self.coverage
     }
 
+    /// Whether every point's high-yield states have been handed out (the
+    /// search is sampling, or done).
+    pub fn high_yield_finished(&self) -> bool {
+        matches!(self.phase, Phase::Sampling { .. } | Phase::Done)
+    }
+
     /// Whether every planned state has been handed out (phase 3 included).
     pub fn finished(&self) -> bool {
         matches!(self.phase, Phase::Done)

@@ -141,7 +141,7 @@ pub fn kept_spec(kept: &Kept) -> String {
 /// Parses `K` or `K/i,j,k:BYTES` (crash point, then the pending ops kept).
 ///
 /// ```
-/// use fault_inject::crash::text::{kept_spec, parse_state};
+/// use slowfs_faults::crash::text::{kept_spec, parse_state};
 /// let (point, kept) = parse_state("12/3,5:4096").unwrap();
 /// assert_eq!((point, kept_spec(&kept)), (12, "3,5:4096".to_string()));
 /// assert!(parse_state("x/1").unwrap_err().contains("CRASH_POINT"));

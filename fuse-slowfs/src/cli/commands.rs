@@ -7,10 +7,10 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use fault_inject::{FaultSpec, PROFILES};
 use nix::sys::signal::{SigSet, Signal};
 use slowfs::control::{default_socket, request, Command as CtlCommand};
 use slowfs::{Mount, MountConfig};
+use slowfs_faults::{FaultSpec, PROFILES};
 
 use slowfs::signals::{self, block_termination, wait_unless, Terminal};
 
@@ -364,7 +364,7 @@ pub fn profiles(name: Option<String>) -> anyhow::Result<ExitCode> {
             println!("\n`slowfs profiles NAME` shows a profile's rules and sources.");
         }
         Some(name) => {
-            let Some(p) = fault_inject::profile(&name) else {
+            let Some(p) = slowfs_faults::profile(&name) else {
                 let names: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
                 bail!("unknown profile '{name}' (built-in: {})", names.join(", "));
             };

@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use fault_inject::crash::report::Group;
-use fault_inject::crash::text::{parse_state, ranges};
-use fault_inject::durability::{Log, LogOp};
 use slowfs::explore::{
     checker_reads_crash_point, explore as run_explore, materialize, record, replay, CheckSettings,
     Cut, Exploration, ExploreConfig, Progress, Running, SavedRun, Verdict,
 };
 use slowfs::signals::block_termination;
+use slowfs_faults::crash::report::Group;
+use slowfs_faults::crash::text::{parse_state, ranges};
+use slowfs_faults::durability::{Log, LogOp};
 
 use super::ExploreArgs;
 
@@ -346,8 +346,12 @@ impl Report<'_> {
             }
         );
         println!(
-            "  high-yield states checked: {} of {} (duplicates included)",
-            c.high_yield.1, c.high_yield.0
+            "  high-yield states checked: {} of {} (duplicates included){}",
+            c.high_yield.1,
+            c.high_yield.0,
+            r.high_yield_seconds
+                .map(|s| format!(", all of them after {s:.0} s"))
+                .unwrap_or_default()
         );
         if let Some(cut) = r.cut {
             let why = match cut {
@@ -513,6 +517,7 @@ impl Report<'_> {
             "cut": r.cut.map(|c| format!("{c:?}")),
             "error": r.error,
             "seconds": r.seconds,
+            "high_yield_seconds": r.high_yield_seconds,
             "saved_run": self.saved,
             "violations": r.violations,
             "groups": groups,

@@ -380,7 +380,7 @@ fn parse_range(text: &str) -> Result<(usize, usize), String> {
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    fault_inject::parse_duration(text).map_err(|e| e.to_string())
+    slowfs_faults::parse_duration(text).map_err(|e| e.to_string())
 }
 
 /// Runs a parsed command line.

@@ -3,7 +3,7 @@
 //! and replay one state exactly as the run checked it ([`replay()`]).
 //!
 //! The pure parts (which states exist, in which order to check them, what was
-//! covered, how violations group) are `fault_inject::crash`; this module does
+//! covered, how violations group) are `slowfs_faults::crash`; this module does
 //! the I/O: trees to directories, checker processes, a pool of workers.
 //!
 //! ```no_run
@@ -31,9 +31,9 @@ use std::sync::mpsc::{self, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fault_inject::crash::report::{Group, Grouper, Violation};
-use fault_inject::crash::search::{Candidate, CoverageSummary, Search, SearchConfig};
-use fault_inject::durability::{Kept, Log};
+use slowfs_faults::crash::report::{Group, Grouper, Violation};
+use slowfs_faults::crash::search::{Candidate, CoverageSummary, Search, SearchConfig};
+use slowfs_faults::durability::{Kept, Log};
 
 pub use crate::tree_io::{materialize, scan};
 pub use checker::{Checker, Running, StateRef, Verdict};
@@ -145,6 +145,9 @@ pub struct Exploration {
     pub error: Option<String>,
     /// Seconds spent checking.
     pub seconds: f64,
+    /// When every crash point's high-yield states had been checked (seconds
+    /// from the start), if they were.
+    pub high_yield_seconds: Option<f64>,
     /// Rejected states.
     pub violations: usize,
     /// Them, grouped by cause, largest group first.
@@ -216,7 +219,7 @@ fn check_one(checker: &mut Checker, dir: &Path, candidate: &Candidate, ops: usiz
     ))
 }
 
-/// Checks crash states of `log` in the order of `fault_inject::crash::search`,
+/// Checks crash states of `log` in the order of `slowfs_faults::crash::search`,
 /// each distinct state once (or once per crash point with `per_point`), with
 /// `jobs` checkers at once, until the search is done or the budget, time or a
 /// stop ends it. `progress` is called about once a second. Memory: O(states
@@ -303,6 +306,7 @@ pub fn explore(
     // The first state is reported at once: a run shows it is alive from its
     // first second, then once a second.
     let mut last_report: Option<Instant> = None;
+    let mut high_yield_seconds = None;
     'search: loop {
         while let Ok(outcome) = out_rx.try_recv() {
             run.absorb(outcome);
@@ -318,6 +322,10 @@ pub fn explore(
         }
         if cut.is_some() || run.fatal.is_some() {
             break;
+        }
+        if high_yield_seconds.is_none() && search.high_yield_finished() {
+            // Handed out; their checks are the ones still in flight.
+            high_yield_seconds = Some(start.elapsed().as_secs_f64());
         }
         let Some(candidate) = search.next() else {
             break;
@@ -366,6 +374,11 @@ pub fn explore(
     if let Some(e) = run.fatal.take() {
         return Err(e);
     }
+    // Workers that hit a scratch error stop, so the search can end (all
+    // handed out, or no one left to take a task) before the loop saw it.
+    if cut.is_none() && run.scratch_error.is_some() {
+        cut = Some(Cut::OwnError);
+    }
     Ok(Exploration {
         ops: total,
         crash_points: search.range(),
@@ -376,6 +389,11 @@ pub fn explore(
         cut,
         error: run.scratch_error.map(|e| e.to_string()),
         seconds: start.elapsed().as_secs_f64(),
+        high_yield_seconds: high_yield_seconds.or_else(|| {
+            search
+                .high_yield_finished()
+                .then(|| start.elapsed().as_secs_f64())
+        }),
         violations: run.grouper.total(),
         groups: run.grouper.groups(),
     })

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use fault_inject::durability::Log;
 use serde::{Deserialize, Serialize};
+use slowfs_faults::durability::Log;
 
 use crate::tree_io::scan;
 use crate::{Mount, MountConfig};

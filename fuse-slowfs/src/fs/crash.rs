@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use fault_inject::durability::{Log, Tree};
 use serde::Serialize;
+use slowfs_faults::durability::{Log, Tree};
 
 use super::Inner;
-use fault_inject::crash::text::{describe, node_names};
+use slowfs_faults::crash::text::{describe, node_names};
 
 use crate::tree_io::{materialize, scan};
 

@@ -8,14 +8,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use fault_inject::durability::{LogOp, NodeKind};
-use fault_inject::Op;
 use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags,
     Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
     ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
+use slowfs_faults::durability::{LogOp, NodeKind};
+use slowfs_faults::Op;
 
 use super::inodes::Node;
 use super::sys::{self, check, cvt, Caller, SysResult};

@@ -10,9 +10,9 @@
 //! writeback"; the 2018 PostgreSQL "fsyncgate" thread). `fsync error=EIO drop`
 //! models exactly that on the crash model's log.
 
-use fault_inject::durability::Node;
-use fault_inject::Effects;
 use fuser::{Errno, INodeNo};
+use slowfs_faults::durability::Node;
+use slowfs_faults::Effects;
 
 use super::{sys, Inner};
 

@@ -17,8 +17,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use fault_inject::{FaultPlan, Op};
 use fuser::{Errno, FileAttr, FileType, INodeNo};
+use slowfs_faults::{FaultPlan, Op};
 
 use crate::scheduler::{Fate, Scheduler};
 use crate::stats::{Outcome, Stats};
@@ -191,12 +191,12 @@ impl Inner {
     }
 
     /// The operations recorded so far (empty unless recording).
-    pub fn recorded(&self) -> Vec<fault_inject::durability::LogOp> {
+    pub fn recorded(&self) -> Vec<slowfs_faults::durability::LogOp> {
         self.recorder.as_ref().map(|r| r.ops()).unwrap_or_default()
     }
 
     /// Records an operation on a recording mount; `op` runs only then.
-    fn record(&self, op: impl FnOnce() -> Option<fault_inject::durability::LogOp>) {
+    fn record(&self, op: impl FnOnce() -> Option<slowfs_faults::durability::LogOp>) {
         if let Some(recorder) = &self.recorder {
             if let Some(op) = op() {
                 recorder.push(op);
@@ -242,7 +242,7 @@ impl Inner {
     /// Records a sync(2)/syncfs(2) seen from the workload's side (the kernel does
     /// not forward them to a FUSE daemon).
     pub fn record_sync(&self) {
-        self.record(|| Some(fault_inject::durability::LogOp::Sync));
+        self.record(|| Some(slowfs_faults::durability::LogOp::Sync));
     }
 
     /// Whether this mount records operations.
@@ -332,7 +332,7 @@ impl Inner {
         }: Ask,
         data: &[u8],
         reply: R,
-        job: impl FnOnce(&Arc<Inner>, Done<R>, fault_inject::Effects, &[u8]) + Send + 'static,
+        job: impl FnOnce(&Arc<Inner>, Done<R>, slowfs_faults::Effects, &[u8]) + Send + 'static,
     ) {
         let arrived = Instant::now();
         let mut verdict = self.plan.decide(op, path, bytes);
@@ -407,7 +407,7 @@ impl<'a> Ask<'a> {
     }
 
     /// The same request, marked as the kernel's write-back when it is one
-    /// (see [`fault_inject::Verdict::for_write_back`]).
+    /// (see [`slowfs_faults::Verdict::for_write_back`]).
     pub(crate) fn write_back(self, write_back: bool) -> Ask<'a> {
         Ask { write_back, ..self }
     }

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use fault_inject::durability::{LogOp, NodeId};
+use slowfs_faults::durability::{LogOp, NodeId};
 
 /// First id handed to a created node (far above real inode numbers).
 const FRESH: NodeId = 1 << 62;

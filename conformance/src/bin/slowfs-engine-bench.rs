@@ -1,15 +1,10 @@
-//! `slowfs-bench`: engine throughput, side by side in one run.
+//! `slowfs-engine-bench`: engine throughput, side by side in one run.
 //!
-//! `slowfs-bench fidelity [--json FILE]` measures whether faults are what their
-//! rules say (see `fidelity.rs`).
-//!
-//! `slowfs-bench engines [--json FILE]` measures every backend on local disk
+//! `slowfs-engine-bench engines [--json FILE]` measures every backend on local disk
 //! (4 KiB random reads of a hot file at several concurrencies, 1 MiB sequential
 //! reads and writes) and on slowfs with every read and write delayed 10 ms
 //! (throughput against concurrency, next to what Little's law allows a pool of
 //! N threads: N / latency).
-
-mod fidelity;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -17,11 +12,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use harness::backend::threadpool::DEFAULT_THREADS;
-use harness::backend::uring::{UringConfig, UringEngine};
-use harness::mount::SlowMount;
-use harness::{AnyEngine, Engine, EngineFile, OpenOptions, ENGINE_NAMES};
 use serde::Serialize;
+use slowfs::fixture::SlowMount;
+use slowfs_harness::backend::threadpool::DEFAULT_THREADS;
+use slowfs_harness::backend::uring::{UringConfig, UringEngine};
+use slowfs_harness::{AnyEngine, Engine, EngineFile, OpenOptions, ENGINE_NAMES};
 
 #[derive(Parser)]
 #[command(about = "Benchmarks of the harness engines (measurements, not tests)")]
@@ -43,17 +38,6 @@ enum Command {
         /// Directory on local disk for the hot file.
         #[arg(long, default_value = "/var/tmp")]
         dir: PathBuf,
-    },
-    /// Injected against observed: fixed delays (1 and 1,000 at once),
-    /// distributions (KS statistic), spikes, throttle and IOPS, the nfs and hdd
-    /// profiles, measured at the caller's syscall.
-    Fidelity {
-        /// Also write the report as JSON.
-        #[arg(long)]
-        json: Option<PathBuf>,
-        /// Fraction of the full sample counts (1.0 takes a few minutes).
-        #[arg(long, default_value_t = 1.0)]
-        scale: f64,
     },
 }
 
@@ -171,7 +155,7 @@ fn engine(name: &str) -> Arc<AnyEngine> {
 }
 
 async fn local(dir: &Path, seconds: f64, rows: &mut Vec<Row>) {
-    let path = dir.join(format!("slowfs-bench-{}.dat", std::process::id()));
+    let path = dir.join(format!("slowfs-engine-bench-{}.dat", std::process::id()));
     std::fs::write(&path, vec![0xa5u8; FILE_SIZE as usize]).expect("writing the hot file");
     let _ = std::fs::read(&path);
     for name in ENGINE_NAMES {
@@ -294,15 +278,6 @@ fn print(rows: &[Row]) {
 fn main() -> anyhow::Result<()> {
     let (json, seconds, dir) = match Cli::parse().command {
         Command::Engines { json, seconds, dir } => (json, seconds, dir),
-        Command::Fidelity { json, scale } => {
-            let report = fidelity::run(scale)?;
-            fidelity::print(&report);
-            if let Some(path) = json {
-                fidelity::write_json(&report, &path)?;
-                eprintln!("slowfs-bench: wrote {}", path.display());
-            }
-            return Ok(());
-        }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -310,15 +285,15 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     let mut rows = Vec::new();
     runtime.block_on(async {
-        eprintln!("slowfs-bench: local disk ({})", dir.display());
+        eprintln!("slowfs-engine-bench: local disk ({})", dir.display());
         local(&dir, seconds, &mut rows).await;
-        eprintln!("slowfs-bench: slowfs, read delay=10ms");
+        eprintln!("slowfs-engine-bench: slowfs, read delay=10ms");
         delayed(seconds, &mut rows).await;
     });
     print(&rows);
     if let Some(path) = json {
         std::fs::write(&path, serde_json::to_string_pretty(&rows)?)?;
-        eprintln!("slowfs-bench: wrote {}", path.display());
+        eprintln!("slowfs-engine-bench: wrote {}", path.display());
     }
     Ok(())
 }

@@ -1,13 +1,23 @@
-//! The mount fixture: a real slowfs mounted in-process over a temporary backing
-//! directory, with a handle to change rules, release hangs and read stats at
-//! runtime. It unmounts on drop, also when a test panics.
+//! The mount fixture, for every test of this project and for library users'
+//! tests: a real slowfs mounted in-process over a temporary backing directory,
+//! with a handle to change rules, release hangs, crash and read stats at
+//! runtime. It unmounts on drop, also when a test panics, and checks that the
+//! mount is gone.
+//!
+//! ```no_run
+//! let m = slowfs::fixture::SlowMount::with_rules(7, &["read delay=10ms"])?;
+//! std::fs::write(m.backing_path("f"), b"data")?;
+//! assert_eq!(std::fs::read(m.path("f"))?, b"data");
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 use std::io;
 use std::path::{Path, PathBuf};
 
-use fault_inject::durability::{Log, Tree};
-use fault_inject::{parse_rule, FaultSpec};
-use slowfs::{Mount, MountConfig, StatsReport};
+use slowfs_faults::durability::{Log, Tree};
+use slowfs_faults::{parse_rule, FaultSpec};
+
+use crate::{Mount, MountConfig, StatsReport};
 
 /// A fault spec from rule strings and a seed.
 fn spec(seed: u64, rules: &[&str]) -> io::Result<FaultSpec> {
@@ -54,17 +64,39 @@ impl SlowMount {
     /// rule) leaves only what was made durable.
     pub fn strict(seed: u64, rules: &[&str]) -> io::Result<SlowMount> {
         let spec = spec(seed, rules)?;
-        Self::start_config(spec, false, slowfs::CrashModel::Strict)
+        Self::mount_in(&std::env::temp_dir(), spec, |c| {
+            c.crash_model = crate::CrashModel::Strict
+        })
     }
 
     fn start_with(spec: FaultSpec, record: bool) -> io::Result<SlowMount> {
-        Self::start_config(spec, record, slowfs::CrashModel::None)
+        Self::mount_in(&std::env::temp_dir(), spec, |c| c.record = record)
     }
 
-    fn start_config(
+    /// Mounts with `rules` (seed 7) after letting `tweak` adjust the whole
+    /// configuration (passthrough, options, tuning, a control socket...).
+    pub fn configured(
+        rules: &[&str],
+        tweak: impl FnOnce(&mut MountConfig),
+    ) -> io::Result<SlowMount> {
+        Self::mount_in(&std::env::temp_dir(), spec(7, rules)?, tweak)
+    }
+
+    /// As [`SlowMount::configured`], with the temporary directories under
+    /// `base` (which other users must be able to traverse when a test switches
+    /// user: /tmp is 0700 on some machines).
+    pub fn in_dir(
+        base: &Path,
+        rules: &[&str],
+        tweak: impl FnOnce(&mut MountConfig),
+    ) -> io::Result<SlowMount> {
+        Self::mount_in(base, spec(7, rules)?, tweak)
+    }
+
+    fn mount_in(
+        base: &Path,
         spec: FaultSpec,
-        record: bool,
-        crash_model: slowfs::CrashModel,
+        tweak: impl FnOnce(&mut MountConfig),
     ) -> io::Result<SlowMount> {
         if !Path::new("/dev/fuse").exists() {
             return Err(io::Error::new(
@@ -74,15 +106,17 @@ impl SlowMount {
         }
         let backing = tempfile::Builder::new()
             .prefix("slowfs-backing-")
-            .tempdir()?;
-        let mountpoint = tempfile::Builder::new().prefix("slowfs-mnt-").tempdir()?;
+            .tempdir_in(base)?;
+        let mountpoint = tempfile::Builder::new()
+            .prefix("slowfs-mnt-")
+            .tempdir_in(base)?;
         let mut config = MountConfig::new(backing.path(), mountpoint.path());
         config.spec = spec;
-        config.control = None;
-        config.record = record;
-        config.crash_model = crash_model;
-        let initial = if record {
-            Some(slowfs::tree_io::scan(backing.path())?)
+        // A control socket of its own, beside the mountpoint (removed with it).
+        config.control = Some(Some(mountpoint.path().with_extension("sock")));
+        tweak(&mut config);
+        let initial = if config.record {
+            Some(crate::tree_io::scan(backing.path())?)
         } else {
             None
         };
@@ -100,7 +134,8 @@ impl SlowMount {
         Self::start(spec)
     }
 
-    fn mount(&self) -> &Mount {
+    /// The mount itself (stats, control socket, durability, ...).
+    pub fn mount(&self) -> &Mount {
         self.mount.as_ref().expect("mounted until drop")
     }
 
@@ -148,7 +183,7 @@ impl SlowMount {
 
     /// The requests thread `tid` waited for since [`SlowMount::watch_thread`],
     /// each with how long it was held; stops watching it.
-    pub fn waits_of(&self, tid: u32) -> Vec<slowfs::stats::Waited> {
+    pub fn waits_of(&self, tid: u32) -> Vec<crate::stats::Waited> {
         self.mount().waits_of(tid)
     }
 
@@ -176,6 +211,14 @@ impl SlowMount {
 
 impl Drop for SlowMount {
     fn drop(&mut self) {
-        drop(self.mount.take());
+        let Some(mount) = self.mount.take() else {
+            return;
+        };
+        let mountpoint = mount.mountpoint().to_path_buf();
+        drop(mount);
+        let still = crate::mount_table::slowfs_mounts().contains(&mountpoint);
+        if still && !std::thread::panicking() {
+            panic!("{} is still mounted after drop", mountpoint.display());
+        }
     }
 }

@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use fault_inject::DelayDist;
-use harness::mount::SlowMount;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
+use slowfs::fixture::SlowMount;
+use slowfs_faults::DelayDist;
 
 /// Every read reaches the daemon (direct I/O), with no delay: the round trip.
 const BASELINE_RULE: &str = "read,write delay=1ms p=0";
@@ -228,7 +228,7 @@ pub fn run(scale: f64) -> anyhow::Result<Report> {
         ("100ms", 40),
         ("1s", 8),
     ] {
-        let delay_us = fault_inject::parse_duration(text).unwrap().as_secs_f64() * 1e6;
+        let delay_us = slowfs_faults::parse_duration(text).unwrap().as_secs_f64() * 1e6;
         let id = mount.set(&format!("read path=f delay={text}"))?;
         let mut runs = vec![(1, serial_reads(&file, n(serial)), round_trip)];
         if delay_us >= 10_000.0 {
@@ -408,8 +408,8 @@ type Call<'a> = Box<dyn Fn() -> i64 + 'a>;
 fn profiles(n: impl Fn(usize) -> usize) -> anyhow::Result<Vec<ProfileRow>> {
     let mut rows = Vec::new();
     for name in ["nfs", "hdd"] {
-        let profile = fault_inject::profile(name).expect("built in");
-        let mut spec = fault_inject::FaultSpec::default();
+        let profile = slowfs_faults::profile(name).expect("built in");
+        let mut spec = slowfs_faults::FaultSpec::default();
         spec.add_profile(name)?;
         spec.seed = Some(3);
         let mount = SlowMount::start(spec)?;
@@ -499,7 +499,7 @@ pub fn print(report: &Report) {
     for r in &report.fixed {
         println!(
             "| {} | {} | {} | {:.0} µs | {:.0} µs | {:.0} µs | {} | {:.0} / {:.0} µs | {} |",
-            fault_inject::DisplayDuration(Duration::from_secs_f64(r.delay_us / 1e6)),
+            slowfs_faults::DisplayDuration(Duration::from_secs_f64(r.delay_us / 1e6)),
             r.concurrency,
             r.samples,
             r.p50_us,

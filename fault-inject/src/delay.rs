@@ -180,7 +180,7 @@ impl Spike {
             format!("expected spike=P:DURATION like spike=0.001:200ms, found '{text}'")
         })?;
         Ok(Spike {
-            p: crate::parse::probability(p)?,
+            p: crate::units::probability(p)?,
             extra: parse_duration(extra)?,
         })
     }

@@ -54,7 +54,7 @@ pub use delay::{DelayDist, Spike};
 pub use errno::{errno_from_name, errno_name, known_errno_names};
 pub use op::{Op, OpSet};
 pub use parse::{parse_rule, ErrorKind, RuleError};
-pub use plan::{Effects, FaultPlan, RuleReport, Verdict};
+pub use plan::{Effects, FaultPlan, FsyncFailure, Hang, RuleReport, Verdict};
 pub use profile::{profile, Profile, PROFILES};
 pub use rule::{Action, Corruption, PathGlob, Rule, Trigger};
 pub use throttle::TokenBucket;

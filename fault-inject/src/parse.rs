@@ -10,7 +10,7 @@ use crate::delay::{DelayDist, Spike};
 use crate::errno::{errno_from_name, known_errno_names};
 use crate::op::{Op, OpSet};
 use crate::rule::{Action, Corruption, PathGlob, Rule, Trigger};
-use crate::units::{parse_duration, parse_rate, parse_size};
+use crate::units::{parse_duration, parse_rate, parse_size, probability};
 
 /// A rule that did not parse: which rule, where in it, and what was expected.
 #[derive(Debug, Clone, PartialEq)]
@@ -195,17 +195,6 @@ fn unquote_glob(value: &str) -> String {
         return value[1..value.len() - 1].to_string();
     }
     value.replace("\\ ", " ")
-}
-
-/// Parses a probability in `[0, 1]`.
-pub(crate) fn probability(text: &str) -> Result<f64, String> {
-    let p: f64 = text
-        .parse()
-        .map_err(|_| format!("expected a probability like 0.1, found '{text}'"))?;
-    if !(0.0..=1.0).contains(&p) {
-        return Err(format!("a probability is between 0 and 1, found {p}"));
-    }
-    Ok(p)
 }
 
 fn count(text: &str) -> Result<u64, String> {

@@ -16,8 +16,8 @@ use crate::throttle::TokenBucket;
 pub struct Verdict {
     /// Hold the request this long before doing it (delays and throttle waits add up).
     pub delay: Duration,
-    /// Hold the request until released, or at most this long (`Some(None)`: no timeout).
-    pub hang: Option<Option<Duration>>,
+    /// Hold the request until released (`ctl release`), or at most a while.
+    pub hang: Option<Hang>,
     /// Fail the request with this errno instead of doing it.
     pub error: Option<i32>,
     /// Crash (power loss) at this request.
@@ -34,15 +34,47 @@ pub struct Verdict {
 pub struct Effects {
     /// Move at most this many bytes.
     pub short_to: Option<u64>,
-    /// Fail an fsync with write-back error semantics: the errno, and whether
-    /// the dropped pages are evicted too (`Action::FsyncFail`).
-    pub fsync_fail: Option<(i32, bool)>,
+    /// Fail an fsync with write-back error semantics (`Action::FsyncFail`).
+    pub fsync_fail: Option<FsyncFailure>,
     /// Corrupt one sector of the read data, drawn from this seed.
     pub corrupt: Option<(crate::Corruption, u64)>,
     /// Read the durable content instead of the latest.
     pub stale: bool,
     /// Acknowledge the write without applying it.
     pub lose: bool,
+}
+
+/// How long a `hang` holds a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hang {
+    /// Until `slowfs ctl MNT release` (or the caller is interrupted).
+    UntilReleased,
+    /// Until released, or this long at most.
+    AtMost(Duration),
+}
+
+impl Hang {
+    /// The hang of a rule: `hang` or `hang=TIMEOUT`.
+    pub fn from_timeout(timeout: Option<Duration>) -> Hang {
+        timeout.map_or(Hang::UntilReleased, Hang::AtMost)
+    }
+
+    /// Two hangs on one request: the longer wins; one without a timeout outlasts all.
+    pub fn longer(self, other: Hang) -> Hang {
+        match (self, other) {
+            (Hang::AtMost(a), Hang::AtMost(b)) => Hang::AtMost(a.max(b)),
+            _ => Hang::UntilReleased,
+        }
+    }
+}
+
+/// An fsync failed the way Linux reports a failed write-back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsyncFailure {
+    /// The errno fsync returns (EIO, ENOSPC, ...).
+    pub errno: i32,
+    /// Whether the dropped pages are evicted too, so a read shows the old data.
+    pub evict: bool,
 }
 
 impl Verdict {
@@ -396,16 +428,15 @@ impl FaultPlan {
                     verdict.delay += Duration::from_secs_f64(bucket.take(now, amount));
                 }
                 Action::Hang { timeout } => {
-                    // The longest hang wins; one without a timeout outlasts all.
-                    verdict.hang = Some(match (verdict.hang, timeout) {
-                        (None, t) => *t,
-                        (Some(None), _) | (_, None) => None,
-                        (Some(Some(a)), Some(b)) => Some(a.max(*b)),
-                    });
+                    let hang = Hang::from_timeout(*timeout);
+                    verdict.hang = Some(verdict.hang.map_or(hang, |h| h.longer(hang)));
                 }
                 Action::Crash => verdict.crash = true,
                 Action::FsyncFail { errno, evict } => {
-                    verdict.effects.fsync_fail.get_or_insert((*errno, *evict));
+                    verdict.effects.fsync_fail.get_or_insert(FsyncFailure {
+                        errno: *errno,
+                        evict: *evict,
+                    });
                 }
                 Action::Corrupt(how) => {
                     verdict.effects.corrupt.get_or_insert((*how, rng.gen()));
@@ -552,7 +583,7 @@ mod tests {
         );
         let v = plan.decide(Op::Read, "f", 1);
         assert_eq!(v.delay, Duration::from_millis(15));
-        assert_eq!(v.hang, Some(Some(Duration::from_secs(2))));
+        assert_eq!(v.hang, Some(Hang::AtMost(Duration::from_secs(2))));
         assert_eq!(v.error, Some(libc::EIO));
         assert_eq!(v.fired, vec![1, 2, 3, 4]);
     }

@@ -135,6 +135,17 @@ impl fmt::Display for DisplaySize {
     }
 }
 
+/// A probability: a number between 0 and 1 (`p=0.1`).
+pub(crate) fn probability(text: &str) -> Result<f64, String> {
+    let p: f64 = text
+        .parse()
+        .map_err(|_| format!("expected a probability like 0.1, found '{text}'"))?;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(format!("a probability is between 0 and 1, found {p}"));
+    }
+    Ok(p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,33 +15,38 @@ use slowfs_faults::parse_rule;
 
 use crate::fs::Inner;
 
-/// A request to a running mount.
+/// A request to a running mount. Its doc comments are also the help of
+/// `slowfs ctl MNT COMMAND` (the CLI parses straight into it).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "cli", derive(clap::Subcommand))]
 #[serde(tag = "cmd", rename_all = "snake_case")]
 pub enum Command {
-    /// Counters, latency and per-rule hits.
+    /// Per-operation counts, bytes, latency (p50/p99/max) and rule hits.
     Stats,
-    /// Add a rule.
+    /// Add a rule, e.g. `slowfs ctl /mnt/slow set "read delay=50ms"`.
     Set {
-        /// The rule string.
+        /// The rule string (the syntax of `slowfs mount --set`).
         rule: String,
     },
-    /// Remove one rule (by id) or all.
+    /// Remove rule ID (see `rules`), or every rule.
     Clear {
-        /// The rule id from `rules`; all rules when absent.
+        /// The rule id; all rules if omitted.
         id: Option<u64>,
     },
-    /// List the rules in force.
+    /// List the rules in force with their ids and hit counts.
     Rules,
-    /// Release every hung request.
+    /// Release every request held by a `hang` rule.
     Release,
-    /// Power loss now (strict crash model).
+    /// Power loss now (mounts started with --crash-model strict): the tree
+    /// becomes its durable state; handles opened before fail with EIO.
     Crash,
-    /// What a crash now would lose (strict crash model).
+    /// What a crash now would lose: operations not yet durable, paths at risk.
     Durable,
     /// Who serves this mount: process id, mountpoint, whether its session ended.
     Info,
-    /// Release every parked request and unmount; the daemon then exits.
+    /// Release every parked request and unmount; the daemon then exits (what
+    /// `slowfs umount` asks).
+    #[cfg_attr(feature = "cli", command(hide = true))]
     Shutdown,
 }
 
@@ -181,7 +186,7 @@ pub struct Served {
 impl Served {
     /// Whether the mount is gone from the mount table (unmounted, also from outside).
     fn ended(&self) -> bool {
-        !crate::mount::mounted_here(&self.mountpoint, self.connection)
+        !crate::unmount::mounted_here(&self.mountpoint, self.connection)
     }
 }
 
@@ -482,7 +487,7 @@ fn execute_served(served: &Served, command: Command) -> Response {
             let unmounted = if served.ended() {
                 Ok(())
             } else {
-                crate::mount::unmount(&served.mountpoint, served.connection)
+                crate::unmount::unmount(&served.mountpoint, served.connection)
             };
             match unmounted {
                 Ok(()) => Response::ok(

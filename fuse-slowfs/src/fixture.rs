@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use slowfs_faults::durability::{Log, Tree};
 use slowfs_faults::{parse_rule, FaultSpec};
 
-use crate::{Mount, MountConfig, StatsReport};
+use crate::{ControlSocket, Mount, MountConfig, StatsReport};
 
 /// A fault spec from rule strings and a seed.
 fn spec(seed: u64, rules: &[&str]) -> io::Result<FaultSpec> {
@@ -113,7 +113,7 @@ impl SlowMount {
         let mut config = MountConfig::new(backing.path(), mountpoint.path());
         config.spec = spec;
         // A control socket of its own, beside the mountpoint (removed with it).
-        config.control = Some(Some(mountpoint.path().with_extension("sock")));
+        config.control = ControlSocket::At(mountpoint.path().with_extension("sock"));
         tweak(&mut config);
         let initial = if config.record {
             Some(crate::tree_io::scan(backing.path())?)

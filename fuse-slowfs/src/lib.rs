@@ -35,8 +35,9 @@ pub mod stats;
 pub mod sync_watch;
 pub mod tree_io;
 pub mod tuning;
+mod unmount;
 
 pub use fs::DurabilityReport;
-pub use mount::{CrashModel, Mount, MountConfig};
+pub use mount::{ControlSocket, CrashModel, Mount, MountConfig};
 pub use stats::StatsReport;
 pub use tuning::Tuning;

@@ -15,9 +15,20 @@ use crate::fs::{Inner, SlowFs};
 pub use crate::mount_table::{slowfs_mount_entries, slowfs_mounts, MountEntry};
 use crate::stats::StatsReport;
 
-/// The FUSE subtype: slowfs mounts are of type `fuse.slowfs` in `/proc/mounts`
-/// (their source is the backing directory).
-pub const SUBTYPE: &str = "slowfs";
+pub use crate::mount_table::SUBTYPE;
+use crate::unmount::mounted_here;
+pub use crate::unmount::{abort_connection, abort_connection_minor, force_unmount, unmount};
+
+/// Where a mount's control socket goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlSocket {
+    /// No control socket (explore's recording mounts).
+    None,
+    /// The per-mountpoint default that `slowfs ctl MNT` finds.
+    Default,
+    /// This path (`--ctl-socket`).
+    At(PathBuf),
+}
 
 /// How to mount.
 #[derive(Debug, Clone)]
@@ -33,8 +44,8 @@ pub struct MountConfig {
     /// Mount options (`-o ro,noatime,...`; `allow_other` lets other users in,
     /// with `default_permissions`: the kernel enforces modes).
     pub options: crate::mount_options::MountOptions,
-    /// Control socket: `None` for none, `Some(None)` for the default path.
-    pub control: Option<Option<PathBuf>>,
+    /// Where the control socket goes (`slowfs ctl`), if anywhere.
+    pub control: ControlSocket,
     /// FUSE settings: worker threads, request sizes, writeback cache.
     pub tuning: crate::Tuning,
     /// Record every mutating operation for the durability model ([`Mount::recorded`]).
@@ -84,7 +95,7 @@ impl MountConfig {
             spec: FaultSpec::default(),
             default_seed: rand::random(),
             options: Default::default(),
-            control: Some(None),
+            control: ControlSocket::Default,
             tuning: crate::Tuning::default(),
             record: false,
             crash_model: CrashModel::None,
@@ -148,9 +159,9 @@ impl Mount {
         // The control socket is claimed before mounting, so a refusal touches nothing.
         crate::control::sweep_stale_sockets();
         let socket = match config.control.clone() {
-            Some(Some(socket)) => Some(socket),
-            Some(None) => Some(default_socket(&mountpoint)?),
-            None => None,
+            ControlSocket::At(socket) => Some(socket),
+            ControlSocket::Default => Some(default_socket(&mountpoint)?),
+            ControlSocket::None => None,
         };
         if let Some(socket) = &socket {
             ControlServer::prepare_dir(socket)?;
@@ -402,74 +413,6 @@ fn check_dir(path: &Path, what: &str) -> io::Result<()> {
             format!("{what} {}: {e} (create it first)", path.display()),
         )),
     }
-}
-
-/// Whether the slowfs of FUSE connection `connection` is still mounted at
-/// `mountpoint` (and not another one mounted there since).
-pub(crate) fn mounted_here(mountpoint: &Path, connection: Option<u64>) -> bool {
-    crate::mount_table::slowfs_at(mountpoint)
-        .is_some_and(|entry| connection.is_none_or(|dev| entry.connection == libc::minor(dev)))
-}
-
-/// Unmounts a slowfs: a plain unmount when nothing holds it; when something does
-/// (a process with a file open or its cwd inside), detach it and abort the FUSE
-/// connection so that the daemon ends and every pending request fails with ENOTCONN.
-pub fn unmount(mountpoint: &Path, connection: Option<u64>) -> io::Result<()> {
-    use nix::errno::Errno;
-    use nix::mount::{umount2, MntFlags};
-    match umount2(mountpoint, MntFlags::empty()) {
-        Ok(()) | Err(Errno::EINVAL) | Err(Errno::ENOENT) => Ok(()),
-        Err(Errno::EPERM) => unmount_as_user(mountpoint),
-        Err(Errno::EBUSY) => {
-            umount2(mountpoint, MntFlags::MNT_DETACH)?;
-            if let Some(dev) = connection {
-                abort_connection(dev);
-            }
-            Ok(())
-        }
-        Err(e) => Err(io::Error::from(e)),
-    }
-}
-
-/// Aborts a FUSE connection through fusectl (mounting fusectl if needed): every
-/// request still pending fails with ENOTCONN, so no caller stays blocked.
-pub fn abort_connection(dev: u64) {
-    abort_connection_minor(libc::minor(dev));
-}
-
-/// [`abort_connection`] by the connection's device minor (the mount table's).
-pub fn abort_connection_minor(minor: u32) {
-    let connections = Path::new("/sys/fs/fuse/connections");
-    let abort = connections.join(minor.to_string()).join("abort");
-    if !abort.exists() {
-        let _ = nix::mount::mount(
-            Some("fusectl"),
-            connections,
-            Some("fusectl"),
-            nix::mount::MsFlags::empty(),
-            None::<&str>,
-        );
-    }
-    if let Err(e) = std::fs::write(&abort, "1") {
-        tracing::warn!("cannot abort FUSE connection {}: {e}", abort.display());
-    }
-}
-
-/// Unmounts a slowfs whatever state it is in, including one whose daemon died
-/// (every access then fails with ENOTCONN): plain unmount, else lazy detach.
-pub fn force_unmount(mountpoint: &Path) -> io::Result<()> {
-    use nix::mount::{umount2, MntFlags};
-    match umount2(mountpoint, MntFlags::empty()) {
-        Ok(()) => Ok(()),
-        Err(nix::errno::Errno::EPERM) => unmount_as_user(mountpoint),
-        Err(_) => umount2(mountpoint, MntFlags::MNT_DETACH).map_err(io::Error::from),
-    }
-}
-
-/// Unmounts through the setuid helper (a user's own mount); detaches it when busy.
-fn unmount_as_user(mountpoint: &Path) -> io::Result<()> {
-    crate::fusermount::unmount(mountpoint, false)
-        .or_else(|_| crate::fusermount::unmount(mountpoint, true))
 }
 
 /// Whether this process runs as root (mounts itself; else through fusermount3).

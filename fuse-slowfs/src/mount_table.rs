@@ -4,7 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::mount::SUBTYPE;
+/// The FUSE subtype: slowfs mounts are of type `fuse.slowfs` in `/proc/mounts`
+/// (their source is the backing directory).
+pub const SUBTYPE: &str = "slowfs";
 
 /// One slowfs mount in the mount table.
 #[derive(Debug, Clone, PartialEq, Eq)]

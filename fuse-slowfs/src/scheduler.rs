@@ -18,6 +18,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use slowfs_faults::Hang;
+
 mod interrupts;
 
 /// How a parked request ends.
@@ -173,7 +175,7 @@ impl Scheduler {
     pub fn park(
         &self,
         deadline: Instant,
-        hang: Option<Option<Duration>>,
+        hang: Option<Hang>,
         delay_after_hang: Duration,
         caller: u32,
         job: impl FnOnce(Fate) + Send + 'static,
@@ -201,11 +203,11 @@ impl Scheduler {
         shared.waiting.fetch_add(1, Ordering::SeqCst);
         shared.unfinished.fetch_add(1, Ordering::SeqCst);
         match hang {
-            Some(Some(timeout)) => {
+            Some(Hang::AtMost(timeout)) => {
                 shared.hung.fetch_add(1, Ordering::SeqCst);
                 state.set_deadline(id, now + timeout);
             }
-            Some(None) => {
+            Some(Hang::UntilReleased) => {
                 shared.hung.fetch_add(1, Ordering::SeqCst);
             }
             None => state.set_deadline(id, deadline),
@@ -407,7 +409,7 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         scheduler.park(
             Instant::now(),
-            Some(None),
+            Some(Hang::UntilReleased),
             Duration::from_millis(5),
             0,
             move |f| tx.send(f).unwrap(),
@@ -424,7 +426,11 @@ mod tests {
     fn shutdown_runs_everything_parked_at_once() {
         let scheduler = Scheduler::new(false).unwrap();
         let (tx, rx) = mpsc::channel();
-        for hang in [None, Some(None), Some(Some(Duration::from_secs(60)))] {
+        for hang in [
+            None,
+            Some(Hang::UntilReleased),
+            Some(Hang::AtMost(Duration::from_secs(60))),
+        ] {
             let tx = tx.clone();
             scheduler.park(
                 Instant::now() + Duration::from_secs(60),

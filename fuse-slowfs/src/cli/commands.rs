@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use nix::sys::signal::{SigSet, Signal};
 use slowfs::control::{default_socket, request, Command as CtlCommand};
-use slowfs::{Mount, MountConfig};
+use slowfs::{ControlSocket, Mount, MountConfig};
 use slowfs_faults::{FaultSpec, PROFILES};
 
 use slowfs::signals::{self, block_termination, wait_unless, Terminal};
@@ -19,7 +19,7 @@ use slowfs::signals::{self, block_termination, wait_unless, Terminal};
 const GRACE: Duration = Duration::from_secs(5);
 use clap::Parser;
 
-use super::{CtlAction, FaultArgs};
+use super::FaultArgs;
 
 /// Builds the fault spec from `--profile`, `--config` and `--set`, in that order.
 fn spec(args: &FaultArgs) -> anyhow::Result<FaultSpec> {
@@ -57,7 +57,10 @@ fn config(args: &FaultArgs, backing: PathBuf, mountpoint: PathBuf) -> anyhow::Re
     if let Some(threads) = args.threads {
         config.tuning.set(&format!("threads={threads}"))?;
     }
-    config.control = Some(args.ctl_socket.clone());
+    config.control = match &args.ctl_socket {
+        Some(path) => ControlSocket::At(path.clone()),
+        None => ControlSocket::Default,
+    };
     config.crash_model = args.crash_model;
     config.passthrough = args.passthrough == "auto";
     config.interruptible = !args.no_intr;
@@ -327,27 +330,20 @@ pub fn run(args: FaultArgs, quiet: bool, command: Vec<OsString>) -> anyhow::Resu
 pub fn ctl(
     mountpoint: PathBuf,
     socket: Option<PathBuf>,
-    action: CtlAction,
+    command: CtlCommand,
+    json: bool,
 ) -> anyhow::Result<ExitCode> {
     let socket = match socket {
         Some(socket) => socket,
         None => default_socket(&mountpoint)?,
-    };
-    let (command, json) = match action {
-        CtlAction::Stats { json } => (CtlCommand::Stats, json),
-        CtlAction::Set { rule } => (CtlCommand::Set { rule }, false),
-        CtlAction::Clear { id } => (CtlCommand::Clear { id }, false),
-        CtlAction::Rules => (CtlCommand::Rules, false),
-        CtlAction::Release => (CtlCommand::Release, false),
-        CtlAction::Crash => (CtlCommand::Crash, false),
-        CtlAction::Durable { json } => (CtlCommand::Durable, json),
     };
     let response = request(&socket, &command)?;
     if !response.ok {
         eprintln!("slowfs ctl: {}", response.message);
         return Ok(ExitCode::FAILURE);
     }
-    if json {
+    // A command with no data (set, clear, ...) prints its message either way.
+    if json && !response.data.is_null() {
         println!("{}", serde_json::to_string_pretty(&response.data)?);
     } else {
         println!("{}", response.message.trim_end());

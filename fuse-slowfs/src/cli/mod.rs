@@ -138,8 +138,11 @@ enum Command {
         /// Control socket, if the mount was started with --ctl-socket.
         #[arg(long)]
         socket: Option<PathBuf>,
+        /// Print the answer's data as JSON (stats, rules, durable, info).
+        #[arg(long, global = true)]
+        json: bool,
         #[command(subcommand)]
-        action: CtlAction,
+        action: slowfs::control::Command,
     },
     /// List the built-in profiles (or show one) with where their numbers come from.
     Profiles {
@@ -276,39 +279,6 @@ struct ExploreArgs {
     workload: Vec<std::ffi::OsString>,
 }
 
-#[derive(Debug, Subcommand)]
-enum CtlAction {
-    /// Per-operation counts, bytes, latency (p50/p99/max) and rule hits.
-    Stats {
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Add a rule, e.g. `slowfs ctl /mnt/slow set "read delay=50ms"`.
-    Set {
-        /// The rule string.
-        rule: String,
-    },
-    /// Remove rule ID (see `rules`), or every rule.
-    Clear {
-        /// The rule id; all rules if omitted.
-        id: Option<u64>,
-    },
-    /// List the rules in force with their ids and hit counts.
-    Rules,
-    /// Release every request held by a `hang` rule.
-    Release,
-    /// Power loss now (mounts started with --crash-model strict): the tree becomes
-    /// its durable state; handles opened before fail with EIO.
-    Crash,
-    /// What a crash now would lose: operations not yet durable, paths at risk.
-    Durable {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
 /// Where the rules come from, shared by `mount` and `run`.
 #[derive(Debug, Args)]
 struct FaultArgs {
@@ -405,8 +375,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ctl {
             mountpoint,
             socket,
+            json,
             action,
-        } => commands::ctl(mountpoint, socket, action),
+        } => commands::ctl(mountpoint, socket, action, json),
         Command::Profiles { name } => commands::profiles(name),
         Command::Check { file } => commands::check(file),
         Command::Umount {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use slowfs_faults::durability::Log;
 
 use crate::tree_io::scan;
-use crate::{Mount, MountConfig};
+use crate::{ControlSocket, Mount, MountConfig};
 
 /// One recorded run of a workload.
 #[derive(Debug)]
@@ -50,7 +50,7 @@ pub fn record(
     let mountpoint = tempfile::Builder::new().prefix("slowfs-mnt-").tempdir()?;
     let mut config = MountConfig::new(backing, mountpoint.path());
     config.record = true;
-    config.control = None;
+    config.control = ControlSocket::None;
     if let Some(rule) = rule {
         config
             .spec

@@ -15,7 +15,7 @@ use fuser::{
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use slowfs_faults::durability::{LogOp, NodeKind};
-use slowfs_faults::Op;
+use slowfs_faults::{FsyncFailure, Op};
 
 use super::inodes::Node;
 use super::sys::{self, check, cvt, Caller, SysResult};
@@ -1399,7 +1399,7 @@ impl SlowFs {
             reply,
             move |inner, done, effects, _| {
                 let result = inner.handles.get(fh).and_then(|h| {
-                    if let Some((errno, evict)) = effects.fsync_fail {
+                    if let Some(FsyncFailure { errno, evict }) = effects.fsync_fail {
                         if let Some(errno) =
                             inner.fail_write_back(ino.0, fh.0, h.raw(), errno, evict)
                         {

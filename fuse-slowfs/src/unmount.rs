@@ -1,0 +1,74 @@
+//! Taking a slowfs down at the kernel level: unmount, detach when busy, abort
+//! the FUSE connection so that no caller stays blocked. Used by [`crate::Mount`]
+//! on drop, by the control server's `shutdown`, and by `slowfs umount`.
+
+use std::io;
+use std::path::Path;
+
+/// Whether the slowfs of FUSE connection `connection` is still mounted at
+/// `mountpoint` (and not another one mounted there since).
+pub(crate) fn mounted_here(mountpoint: &Path, connection: Option<u64>) -> bool {
+    crate::mount_table::slowfs_at(mountpoint)
+        .is_some_and(|entry| connection.is_none_or(|dev| entry.connection == libc::minor(dev)))
+}
+
+/// Unmounts a slowfs: a plain unmount when nothing holds it; when something does
+/// (a process with a file open or its cwd inside), detach it and abort the FUSE
+/// connection so that the daemon ends and every pending request fails with ENOTCONN.
+pub fn unmount(mountpoint: &Path, connection: Option<u64>) -> io::Result<()> {
+    use nix::errno::Errno;
+    use nix::mount::{umount2, MntFlags};
+    match umount2(mountpoint, MntFlags::empty()) {
+        Ok(()) | Err(Errno::EINVAL) | Err(Errno::ENOENT) => Ok(()),
+        Err(Errno::EPERM) => unmount_as_user(mountpoint),
+        Err(Errno::EBUSY) => {
+            umount2(mountpoint, MntFlags::MNT_DETACH)?;
+            if let Some(dev) = connection {
+                abort_connection(dev);
+            }
+            Ok(())
+        }
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
+/// Aborts a FUSE connection through fusectl (mounting fusectl if needed): every
+/// request still pending fails with ENOTCONN, so no caller stays blocked.
+pub fn abort_connection(dev: u64) {
+    abort_connection_minor(libc::minor(dev));
+}
+
+/// [`abort_connection`] by the connection's device minor (the mount table's).
+pub fn abort_connection_minor(minor: u32) {
+    let connections = Path::new("/sys/fs/fuse/connections");
+    let abort = connections.join(minor.to_string()).join("abort");
+    if !abort.exists() {
+        let _ = nix::mount::mount(
+            Some("fusectl"),
+            connections,
+            Some("fusectl"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        );
+    }
+    if let Err(e) = std::fs::write(&abort, "1") {
+        tracing::warn!("cannot abort FUSE connection {}: {e}", abort.display());
+    }
+}
+
+/// Unmounts a slowfs whatever state it is in, including one whose daemon died
+/// (every access then fails with ENOTCONN): plain unmount, else lazy detach.
+pub fn force_unmount(mountpoint: &Path) -> io::Result<()> {
+    use nix::mount::{umount2, MntFlags};
+    match umount2(mountpoint, MntFlags::empty()) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::EPERM) => unmount_as_user(mountpoint),
+        Err(_) => umount2(mountpoint, MntFlags::MNT_DETACH).map_err(io::Error::from),
+    }
+}
+
+/// Unmounts through the setuid helper (a user's own mount); detaches it when busy.
+fn unmount_as_user(mountpoint: &Path) -> io::Result<()> {
+    crate::fusermount::unmount(mountpoint, false)
+        .or_else(|_| crate::fusermount::unmount(mountpoint, true))
+}

@@ -50,6 +50,7 @@ pub mod progress;
 mod proptest_run;
 pub mod report;
 pub mod runner;
+pub mod shard;
 pub mod suites;
 
 use std::sync::Arc;

@@ -13,6 +13,7 @@ use slowfs_conformance::isolation::{run_isolated, CellEnd};
 use slowfs_conformance::progress::Progress;
 use slowfs_conformance::report::{Cell, Report, Stopped};
 use slowfs_conformance::runner::{self, EngineSpec, OWN_ENGINES};
+use slowfs_conformance::shard::{self, Shard};
 use slowfs_conformance::{Suite, SuiteConfig};
 use slowfs_harness::ENGINE_NAMES;
 
@@ -82,6 +83,24 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
         /// Write the matrix as JUnit XML.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+        /// Run only shard K of N (1-based, e.g. 2/4): every Nth cell of the
+        /// plan, so N CI jobs share a long run. Needs --seed (the shards must
+        /// agree on it) and --json; `merge` joins the shards' reports.
+        #[arg(long, value_name = "K/N", requires_all = ["seed", "json"])]
+        shard: Option<Shard>,
+    },
+    /// Join the JSON reports of every shard of one run (`run --shard K/N`) into
+    /// the report the unsharded run gives; exit status as `run`'s.
+    Merge {
+        /// The shards' JSON reports, one per shard, in any order.
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// Write the merged matrix as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Write the merged matrix as JUnit XML.
         #[arg(long)]
         junit: Option<PathBuf>,
     },
@@ -167,6 +186,7 @@ fn main() -> ExitCode {
             timeout,
             json,
             junit,
+            shard,
         } => {
             let usage = |message: String| {
                 eprintln!("slowfs-conformance: {message}");
@@ -246,41 +266,89 @@ fn main() -> ExitCode {
                 .seed(seed)
                 .profile(profile)
                 .lag_bound_ms(lag_bound_ms);
-            let planned = runner::plan(&checked, &suites, controls);
+            let mut planned = runner::plan(&checked, &suites, controls);
+            if let Some(shard) = shard {
+                planned = shard.select(planned);
+            }
             eprintln!(
                 "slowfs-conformance: seed {seed} (pass --seed {seed} to replay); {} cells, at most {} each, {} in all",
                 planned.len(),
                 slowfs_faults::DisplayDuration(cell_timeout),
                 slowfs_faults::DisplayDuration(timeout)
             );
-            let report = run(&planned, &config, &known, cell_timeout, timeout, &signals);
-            print!("{}", report.render());
-            if let Some(path) = json {
-                if let Err(e) = std::fs::write(
-                    &path,
-                    serde_json::to_string_pretty(&report).expect("serializes"),
-                ) {
-                    return usage(format!("writing {}: {e}", path.display()));
+            let mut report = run(&planned, &config, &known, cell_timeout, timeout, &signals);
+            report.shard = shard;
+            if let Some(shard) = shard {
+                eprintln!(
+                    "slowfs-conformance: this was shard {shard} ({} of the run's cells); `slowfs-conformance merge` joins the shards' --json reports",
+                    planned.len()
+                );
+            }
+            finish(&report, json, junit)
+        }
+        Command::Merge {
+            reports,
+            json,
+            junit,
+        } => {
+            let mut loaded = Vec::new();
+            for path in &reports {
+                let read = std::fs::read_to_string(path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|text| {
+                        serde_json::from_str::<Report>(&text).map_err(|e| e.to_string())
+                    });
+                match read {
+                    Ok(report) => loaded.push(report),
+                    Err(e) => {
+                        eprintln!(
+                            "slowfs-conformance merge: {}: {e} (expected a `run --shard K/N --json` report)",
+                            path.display()
+                        );
+                        return ExitCode::from(2);
+                    }
                 }
             }
-            if let Some(path) = junit {
-                if let Err(e) = std::fs::write(&path, report.junit()) {
-                    return usage(format!("writing {}: {e}", path.display()));
+            match shard::merge(loaded) {
+                Ok(report) => finish(&report, json, junit),
+                Err(e) => {
+                    eprintln!("slowfs-conformance merge: {e}");
+                    ExitCode::from(2)
                 }
-            }
-            match &report.stopped {
-                Some(Stopped { by, .. }) if by.starts_with("SIG") => {
-                    let signo = match by.as_str() {
-                        "SIGINT" => 2,
-                        "SIGHUP" => 1,
-                        _ => 15,
-                    };
-                    ExitCode::from(128 + signo)
-                }
-                _ if report.ok() => ExitCode::SUCCESS,
-                _ => ExitCode::FAILURE,
             }
         }
+    }
+}
+
+/// Prints the matrix, writes the requested files, and gives the exit status.
+fn finish(report: &Report, json: Option<PathBuf>, junit: Option<PathBuf>) -> ExitCode {
+    print!("{}", report.render());
+    let written = json
+        .map(|path| {
+            (
+                path,
+                serde_json::to_string_pretty(report).expect("serializes"),
+            )
+        })
+        .into_iter()
+        .chain(junit.map(|path| (path, report.junit())));
+    for (path, text) in written {
+        if let Err(e) = std::fs::write(&path, text) {
+            eprintln!("slowfs-conformance: writing {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    match &report.stopped {
+        Some(Stopped { by, .. }) if by.starts_with("SIG") => {
+            let signo = match by.as_str() {
+                "SIGINT" => 2,
+                "SIGHUP" => 1,
+                _ => 15,
+            };
+            ExitCode::from(128 + signo)
+        }
+        _ if report.ok() => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
     }
 }
 

@@ -141,6 +141,9 @@ pub struct Report {
     /// run's time limit): why, and how many cells were planned.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<Stopped>,
+    /// The shard of the run this report covers (`run --shard K/N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::Shard>,
 }
 
 /// Why a run ended early.
@@ -159,6 +162,7 @@ impl Report {
             seed,
             cells: Vec::new(),
             stopped: None,
+            shard: None,
         }
     }
 

@@ -512,7 +512,9 @@ fn execute_served(served: &Served, command: Command) -> Response {
 pub fn execute(inner: &Inner, command: Command) -> Response {
     match command {
         Command::Stats => {
-            let report = inner.stats.report(inner.plan.report());
+            let mut report = inner.stats.report(inner.plan.report());
+            report.parked = inner.scheduler.waiting() as u64;
+            report.hung = inner.scheduler.hung() as u64;
             Response::ok(
                 report.render(),
                 serde_json::to_value(&report).expect("stats serialize"),

@@ -180,6 +180,8 @@ impl Stats {
                     fired: r.fired,
                 })
                 .collect(),
+            parked: 0,
+            hung: 0,
         }
     }
 }
@@ -193,6 +195,12 @@ pub struct StatsReport {
     pub ops: Vec<OpReport>,
     /// One row per rule in force.
     pub rules: Vec<RuleStats>,
+    /// Requests parked right now (delayed or hung).
+    #[serde(default)]
+    pub parked: u64,
+    /// Of those, requests held by a `hang` rule.
+    #[serde(default)]
+    pub hung: u64,
 }
 
 /// Counters of one operation.
@@ -259,6 +267,9 @@ impl StatsReport {
         }
         if self.ops.is_empty() {
             out.push_str("(no requests yet)\n");
+        }
+        if self.parked > 0 {
+            let _ = writeln!(out, "parked now: {} ({} hung)", self.parked, self.hung);
         }
         for r in &self.rules {
             let _ = writeln!(

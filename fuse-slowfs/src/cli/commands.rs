@@ -327,16 +327,22 @@ pub fn run(args: FaultArgs, quiet: bool, command: Vec<OsString>) -> anyhow::Resu
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }
 
+/// The control socket of the mount at `mountpoint`: `socket` if given, else
+/// the default one.
+pub fn socket_of(mountpoint: &Path, socket: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    Ok(match socket {
+        Some(socket) => socket,
+        None => default_socket(mountpoint)?,
+    })
+}
+
 pub fn ctl(
     mountpoint: PathBuf,
     socket: Option<PathBuf>,
     command: CtlCommand,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let socket = match socket {
-        Some(socket) => socket,
-        None => default_socket(&mountpoint)?,
-    };
+    let socket = socket_of(&mountpoint, socket)?;
     let response = request(&socket, &command)?;
     if !response.ok {
         eprintln!("slowfs ctl: {}", response.message);

@@ -2,6 +2,7 @@
 
 mod commands;
 mod explore;
+mod top;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -141,8 +142,26 @@ enum Command {
         /// Print the answer's data as JSON (stats, rules, durable, info).
         #[arg(long, global = true)]
         json: bool,
+        /// With `stats`: print them every INTERVAL (e.g. 1s) until the mount
+        /// goes away; with --json, one object per line.
+        #[arg(long, global = true, value_name = "INTERVAL", value_parser = interval)]
+        watch: Option<std::time::Duration>,
         #[command(subcommand)]
         action: slowfs::control::Command,
+    },
+    /// A live view of a mount: per-operation rates, bytes/s, errors and faults
+    /// per second, p50/p99/max latency, each rule's firings, requests parked
+    /// now; redrawn in place every INTERVAL until the mount goes away (Ctrl-C
+    /// quits).
+    Top {
+        /// The mountpoint of a running slowfs.
+        mountpoint: PathBuf,
+        /// Control socket, if the mount was started with --ctl-socket.
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// How often to redraw.
+        #[arg(long, default_value = "1s", value_parser = interval)]
+        interval: std::time::Duration,
     },
     /// List the built-in profiles (or show one) with where their numbers come from.
     Profiles {
@@ -280,6 +299,15 @@ struct ExploreArgs {
 }
 
 /// Where the rules come from, shared by `mount` and `run`.
+/// A refresh interval: a duration of at least 10 ms.
+fn interval(text: &str) -> Result<std::time::Duration, String> {
+    let d = slowfs_faults::parse_duration(text)?;
+    if d < std::time::Duration::from_millis(10) {
+        return Err(format!("'{text}' is too short: at least 10ms"));
+    }
+    Ok(d)
+}
+
 #[derive(Debug, Args)]
 struct FaultArgs {
     /// The directory to show through the mount (default: a fresh temporary directory).
@@ -376,8 +404,28 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             mountpoint,
             socket,
             json,
+            watch: Some(every),
+            action: slowfs::control::Command::Stats,
+        } => top::watch(&commands::socket_of(&mountpoint, socket)?, every, json),
+        Command::Ctl { watch: Some(_), .. } => {
+            anyhow::bail!("--watch goes with `stats` (slowfs ctl MNT stats --watch 1s)")
+        }
+        Command::Ctl {
+            mountpoint,
+            socket,
+            json,
+            watch: None,
             action,
         } => commands::ctl(mountpoint, socket, action, json),
+        Command::Top {
+            mountpoint,
+            socket,
+            interval,
+        } => top::top(
+            &mountpoint,
+            &commands::socket_of(&mountpoint, socket)?,
+            interval,
+        ),
         Command::Profiles { name } => commands::profiles(name),
         Command::Check { file } => commands::check(file),
         Command::Umount {

@@ -86,6 +86,41 @@ fn python_libraries_match_their_expectations() {
     assert_eq!(status("py:aiofile-python", "errors"), Some(Pass));
 }
 
+/// anyio (on asyncio and on trio) and trio, as services use them: every suite
+/// passes but cancel (a held read is not cancellable: worker threads are not
+/// abandoned), and positioned is unsupported with the reason stated.
+#[test]
+fn anyio_and_trio_match_their_expectations() {
+    let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
+    let engines: Vec<String> = [
+        "--lib anyio --backend asyncio",
+        "--lib anyio --backend trio",
+        "--lib trio",
+    ]
+    .iter()
+    .map(|args| python_driver("anyio_driver.py", args))
+    .collect();
+    let (_serial, config) = setup(4, 2026);
+    let report =
+        run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {}).expect("engines start");
+    println!("{}", report.render());
+    assert!(report.ok(), "{}", report.render());
+    use slowfs_conformance::report::Status::*;
+    for engine in ["py:anyio-asyncio", "py:anyio-trio", "py:trio"] {
+        let status = |suite: &str| {
+            report
+                .cells
+                .iter()
+                .find(|c| c.engine == engine && c.suite == suite)
+                .map(|c| c.status)
+        };
+        assert_eq!(status("cancel"), Some(Fail), "{engine}");
+        assert_eq!(status("positioned"), Some(Unsupported), "{engine}");
+        assert_eq!(status("errors"), Some(Pass), "{engine}");
+        assert_eq!(status("loop-lag"), Some(Pass), "{engine}");
+    }
+}
+
 #[test]
 fn a_driver_that_is_not_one_is_reported_with_its_output() {
     let err = AnyEngine::by_name("cmd:echo garbage; echo oops >&2")

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""A slowfs driver (protocol v1, docs/driver-protocol.md) for anyio and trio:
+their async file APIs as a service uses them (FastAPI/Starlette serve files
+through anyio), on either event loop.
+
+    python3 anyio_driver.py --lib anyio --backend asyncio   # engine py:anyio-asyncio
+    python3 anyio_driver.py --lib anyio --backend trio      # engine py:anyio-trio
+    python3 anyio_driver.py --lib trio                      # engine py:trio
+
+Every request runs in its own task under its own cancel scope; `cancel`
+cancels that scope, as `anyio.fail_after`/`trio.move_on_after` would. A
+heartbeat task on the same loop measures the loop's lag. Neither library has
+positioned I/O: read_at/write_at are seek + read/write under a per-file lock,
+as their users write them (the handshake says positioned: false).
+"""
+import argparse
+import base64
+import errno
+import json
+import os
+import sys
+import threading
+import time
+
+import anyio
+
+from slowfs_driver import PROTOCOL_VERSION, copy, open_flags, precreate, python_mode, sync_dir
+
+
+class Heartbeat:
+    """Sleeps 1 ms at a time and records how late each wake-up is (ms)."""
+
+    def __init__(self):
+        self.late = []
+
+    async def run(self):
+        while True:
+            start = time.perf_counter()
+            await anyio.sleep(0.001)
+            self.late.append((time.perf_counter() - start - 0.001) * 1000)
+
+    def report(self, reset):
+        late = sorted(self.late)
+        if reset:
+            self.late = []
+        if not late:
+            return {"samples": 0, "p50_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
+        pick = lambda q: late[min(len(late) - 1, int(q * len(late)))]
+        return {"samples": len(late), "p50_ms": pick(0.5), "p99_ms": pick(0.99),
+                "max_ms": late[-1], "late_ms": [l for l in late if l > 10]}
+
+
+class AsyncFileLib:
+    """anyio.open_file or trio.open_file: a file object whose every call is a
+    worker-thread hand-off (to_thread.run_sync, not abandoned on cancel)."""
+
+    positioned = False
+    capabilities = ["open", "read_at", "write_at", "read", "fsync", "fdatasync", "set_len",
+                    "metadata", "close", "rename", "remove_file", "create_dir", "sync_dir",
+                    "copy", "cancel", "lag"]
+
+    def __init__(self, lib):
+        self.name = lib
+        if lib == "trio":
+            import trio
+            self.open_file, self.run_sync = trio.open_file, trio.to_thread.run_sync
+        else:
+            self.open_file, self.run_sync = anyio.open_file, anyio.to_thread.run_sync
+        self.unsupported = {
+            "positioned": f"{lib} has no positioned I/O: read_at/write_at are seek + read/write",
+            "read_many": f"{lib} has no batched reads",
+            "write_many": f"{lib} has no batched writes",
+        }
+        self.locks = {}
+
+    async def open(self, req):
+        await self.run_sync(precreate, req)
+        f = await self.open_file(req["path"], python_mode(req), buffering=0)
+        self.locks[id(f)] = anyio.Lock()
+        return f
+
+    async def read(self, f, n):
+        return await f.read(n)
+
+    async def read_at(self, f, offset, n):
+        async with self.locks[id(f)]:
+            await f.seek(offset)
+            return await f.read(n)
+
+    async def write_at(self, f, offset, data):
+        async with self.locks[id(f)]:
+            await f.seek(offset)
+            return await f.write(data)
+
+    async def fsync(self, f):
+        await self.run_sync(os.fsync, f.wrapped.fileno())
+
+    async def fdatasync(self, f):
+        await self.run_sync(os.fdatasync, f.wrapped.fileno())
+
+    async def set_len(self, f, n):
+        await f.truncate(n)
+
+    async def metadata(self, f):
+        return (await self.run_sync(os.fstat, f.wrapped.fileno())).st_size
+
+    async def close(self, f):
+        self.locks.pop(id(f), None)
+        await f.aclose()
+
+
+class Driver:
+    def __init__(self, lib, engine):
+        self.lib, self.engine = lib, engine
+        self.files, self.next_file = {}, 1
+        self.scopes, self.cancel_early = {}, set()
+        self.heartbeat = Heartbeat()
+        self.out = threading.Lock()
+
+    def send(self, message):
+        with self.out:
+            sys.stdout.write(json.dumps(message) + "\n")
+            sys.stdout.flush()
+
+    async def handle(self, req):
+        op, lib = req["op"], self.lib
+        if op == "lag":
+            return self.heartbeat.report(req.get("reset", False))
+        if op not in lib.capabilities:
+            raise NotImplementedError(op)
+        if op == "open":
+            handle = await lib.open(req)
+            fid, self.next_file = self.next_file, self.next_file + 1
+            self.files[fid] = handle
+            return {"file": fid}
+        if op in ("rename", "remove_file", "create_dir", "sync_dir", "copy"):
+            fn = {"rename": os.replace, "remove_file": os.remove, "create_dir": os.mkdir,
+                  "sync_dir": sync_dir, "copy": copy}[op]
+            args = (req["from"], req["to"]) if op in ("rename", "copy") else (req["path"],)
+            return {"n": (await lib.run_sync(fn, *args)) or 0}
+        f = self.files[req["file"]]
+        if op == "read_at":
+            return {"data": base64.b64encode(await lib.read_at(f, req["offset"], req["len"])).decode()}
+        if op == "read":
+            return {"data": base64.b64encode(await lib.read(f, req["len"])).decode()}
+        if op == "write_at":
+            return {"n": await lib.write_at(f, req["offset"], base64.b64decode(req["data"]))}
+        if op == "metadata":
+            return {"len": await lib.metadata(f)}
+        if op == "set_len":
+            await lib.set_len(f, req["len"])
+            return {}
+        if op in ("fsync", "fdatasync"):
+            await getattr(lib, op)(f)
+            return {}
+        if op == "close":
+            await lib.close(self.files.pop(req["file"]))
+            return {}
+        raise NotImplementedError(op)
+
+    async def serve_one(self, req):
+        rid = req.get("id")
+        answer = None
+        with anyio.CancelScope() as scope:
+            self.scopes[rid] = scope
+            if rid in self.cancel_early:
+                scope.cancel()
+            try:
+                answer = {"id": rid, "ok": await self.handle(req)}
+            except NotImplementedError as e:
+                answer = {"id": rid, "err": "unsupported", "message": f"{self.lib.name} has no {e}"}
+            except OSError as e:
+                code = e.errno or errno.EIO
+                answer = {"id": rid, "err": errno.errorcode.get(code, "EIO"), "errno": code,
+                          "message": str(e)}
+            except Exception as e:  # a library bug: report it, keep serving
+                answer = {"id": rid, "err": type(e).__name__, "message": str(e)}
+        self.scopes.pop(rid, None)
+        self.cancel_early.discard(rid)
+        self.send(answer if answer is not None and not scope.cancelled_caught
+                  else {"id": rid, "err": "cancelled"})
+
+    def cancel(self, rid):
+        scope = self.scopes.get(rid)
+        if scope is not None:
+            scope.cancel()
+        else:
+            self.cancel_early.add(rid)
+
+    async def main(self):
+        stdin = anyio.wrap_file(os.fdopen(0, "rb", buffering=0, closefd=False))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.heartbeat.run)
+            self.send({"hello": "slowfs-driver", "version": PROTOCOL_VERSION,
+                       "engine": self.engine, "capabilities": self.lib.capabilities,
+                       "positioned": self.lib.positioned, "unsupported": self.lib.unsupported,
+                       "loop_thread": threading.get_native_id()})
+            pending = b""
+            while True:
+                chunk = await stdin.read(1 << 16)
+                if not chunk:
+                    break
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    req = json.loads(line)
+                    if "cancel" in req:
+                        self.cancel(req["cancel"])
+                    else:
+                        tg.start_soon(self.serve_one, req)
+            tg.cancel_scope.cancel()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lib", choices=["anyio", "trio"], required=True)
+    parser.add_argument("--backend", choices=["asyncio", "trio"],
+                        help="with --lib anyio: the event loop (trio's own API needs trio)")
+    args = parser.parse_args()
+    if args.lib == "anyio" and args.backend is None:
+        parser.error("--lib anyio needs --backend asyncio or --backend trio")
+    if args.lib == "trio" and args.backend not in (None, "trio"):
+        parser.error("--lib trio runs on trio's own loop: drop --backend")
+    backend = args.backend or "trio"
+    engine = f"py:anyio-{backend}" if args.lib == "anyio" else "py:trio"
+    anyio.run(Driver(AsyncFileLib(args.lib), engine).main, backend=backend)
+
+
+if __name__ == "__main__":
+    main()

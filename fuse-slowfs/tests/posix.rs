@@ -492,3 +492,23 @@ fn timestamps_before_1970_round_trip() {
         }
     }
 }
+
+/// A missing name is cached as missing for the entry TTL (one lookup answers
+/// many probes, as SQLite's hot-journal checks make), and creating it through
+/// the mount makes it visible at once.
+#[test]
+fn missing_names_are_cached_until_created() {
+    let m = SlowMount::with_rules(1, &[]).expect("mounting slowfs");
+    for _ in 0..20 {
+        assert!(std::fs::metadata(m.path("journal")).is_err());
+    }
+    let lookups = m.stats().count("lookup");
+    assert!(
+        (1..=3).contains(&lookups),
+        "20 probes of a missing name took {lookups} lookups"
+    );
+    std::fs::write(m.path("journal"), b"x").unwrap();
+    assert_eq!(std::fs::read(m.path("journal")).unwrap(), b"x");
+    std::fs::remove_file(m.path("journal")).unwrap();
+    assert!(std::fs::metadata(m.path("journal")).is_err());
+}

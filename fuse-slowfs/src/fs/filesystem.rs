@@ -214,9 +214,28 @@ impl Filesystem for SlowFs {
                     .get(parent)
                     .and_then(|dir| inner.entry(parent.0, &dir, &name));
                 let ttl = inner.ttl();
-                done.respond(inner, result, |r, a| {
-                    r.entry(&ttl, &a, GENERATION);
-                })
+                match result {
+                    // A missing name is cached as missing (a negative entry) as
+                    // long as an existing one is cached: the create that usually
+                    // follows skips a lookup round trip.
+                    Err(fuser::Errno::ENOENT) if !ttl.is_zero() => {
+                        let failed = Outcome {
+                            bytes: 0,
+                            failed: true,
+                        };
+                        // SAFETY: a stat is plain old data; all zeroes is valid.
+                        let none: libc::stat = unsafe { std::mem::zeroed() };
+                        done.record(inner, failed).entry_with_ttls(
+                            &std::time::Duration::ZERO,
+                            &ttl,
+                            &attr(0, &none),
+                            GENERATION,
+                        );
+                    }
+                    result => done.respond(inner, result, |r, a| {
+                        r.entry(&ttl, &a, GENERATION);
+                    }),
+                }
             },
         );
     }

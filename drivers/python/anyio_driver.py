@@ -14,17 +14,16 @@ positioned I/O: read_at/write_at are seek + read/write under a per-file lock,
 as their users write them (the handshake says positioned: false).
 """
 import argparse
-import base64
 import errno
 import json
 import os
-import sys
 import threading
 import time
 
 import anyio
 
-from slowfs_driver import PROTOCOL_VERSION, copy, open_flags, precreate, python_mode, sync_dir
+import slowfs_driver
+from slowfs_driver import PROTOCOL_VERSION, precreate, python_mode
 
 
 class Heartbeat:
@@ -109,54 +108,18 @@ class AsyncFileLib:
         await f.aclose()
 
 
-class Driver:
+class Driver(slowfs_driver.Driver):
+    """The asyncio driver's request handling (slowfs_driver.Driver.handle) on
+    anyio: a cancel scope per request instead of an asyncio task."""
+
     def __init__(self, lib, engine):
-        self.lib, self.engine = lib, engine
-        self.files, self.next_file = {}, 1
+        super().__init__(lib)
+        self.engine = engine
         self.scopes, self.cancel_early = {}, set()
         self.heartbeat = Heartbeat()
-        self.out = threading.Lock()
 
-    def send(self, message):
-        with self.out:
-            sys.stdout.write(json.dumps(message) + "\n")
-            sys.stdout.flush()
-
-    async def handle(self, req):
-        op, lib = req["op"], self.lib
-        if op == "lag":
-            return self.heartbeat.report(req.get("reset", False))
-        if op not in lib.capabilities:
-            raise NotImplementedError(op)
-        if op == "open":
-            handle = await lib.open(req)
-            fid, self.next_file = self.next_file, self.next_file + 1
-            self.files[fid] = handle
-            return {"file": fid}
-        if op in ("rename", "remove_file", "create_dir", "sync_dir", "copy"):
-            fn = {"rename": os.replace, "remove_file": os.remove, "create_dir": os.mkdir,
-                  "sync_dir": sync_dir, "copy": copy}[op]
-            args = (req["from"], req["to"]) if op in ("rename", "copy") else (req["path"],)
-            return {"n": (await lib.run_sync(fn, *args)) or 0}
-        f = self.files[req["file"]]
-        if op == "read_at":
-            return {"data": base64.b64encode(await lib.read_at(f, req["offset"], req["len"])).decode()}
-        if op == "read":
-            return {"data": base64.b64encode(await lib.read(f, req["len"])).decode()}
-        if op == "write_at":
-            return {"n": await lib.write_at(f, req["offset"], base64.b64decode(req["data"]))}
-        if op == "metadata":
-            return {"len": await lib.metadata(f)}
-        if op == "set_len":
-            await lib.set_len(f, req["len"])
-            return {}
-        if op in ("fsync", "fdatasync"):
-            await getattr(lib, op)(f)
-            return {}
-        if op == "close":
-            await lib.close(self.files.pop(req["file"]))
-            return {}
-        raise NotImplementedError(op)
+    async def run_sync(self, fn, *args):
+        return await self.lib.run_sync(fn, *args)
 
     async def serve_one(self, req):
         rid = req.get("id")

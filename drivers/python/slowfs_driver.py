@@ -328,6 +328,10 @@ class Driver:
         sys.stdout.write(json.dumps(message) + "\n")
         sys.stdout.flush()
 
+    async def run_sync(self, fn, *args):
+        """Runs a blocking call (directory operations) off the loop."""
+        return await asyncio.to_thread(fn, *args)
+
     async def handle(self, req):
         op, lib = req["op"], self.lib
         if op == "lag":
@@ -344,7 +348,7 @@ class Driver:
             fn = {"rename": os.replace, "remove_file": os.remove, "create_dir": os.mkdir,
                   "sync_dir": sync_dir, "copy": copy}[op]
             args = (req["from"], req["to"]) if op in ("rename", "copy") else (req["path"],)
-            n = await asyncio.to_thread(fn, *args)
+            n = await self.run_sync(fn, *args)
             return {"n": n or 0}
         f = self.files[req["file"]]
         if op == "read_at":

@@ -365,10 +365,7 @@ impl Filesystem for SlowFs {
                     let dir = inner.inodes.get(parent)?;
                     let cname = sys::component(&name)?;
                     sys::with_umask(inner.create_mask(umask), || {
-                        // SAFETY: plain syscall with a valid C string.
-                        check(unsafe {
-                            libc::mknodat(dir.raw(), cname.as_ptr(), mode, rdev as u64)
-                        })
+                        sys::mknod_at(dir.raw(), &cname, mode, rdev as u64)
                     })?;
                     inner.adopt(&dir, &cname, caller, mode, mode & libc::S_IFMT)?;
                     inner
@@ -405,8 +402,7 @@ impl Filesystem for SlowFs {
                     let dir = inner.inodes.get(parent)?;
                     let cname = sys::component(&name)?;
                     sys::with_umask(inner.create_mask(umask), || {
-                        // SAFETY: plain syscall with a valid C string.
-                        check(unsafe { libc::mkdirat(dir.raw(), cname.as_ptr(), mode) })
+                        sys::mkdir_at(dir.raw(), &cname, mode)
                     })?;
                     inner.adopt(&dir, &cname, caller, mode, libc::S_IFDIR)?;
                     inner
@@ -451,8 +447,7 @@ impl Filesystem for SlowFs {
                     let dir = inner.inodes.get(parent)?;
                     let cname = sys::component(&name)?;
                     let target = CString::new(target.as_bytes()).map_err(|_| Errno::EINVAL)?;
-                    // SAFETY: plain syscall with valid C strings.
-                    check(unsafe { libc::symlinkat(target.as_ptr(), dir.raw(), cname.as_ptr()) })?;
+                    sys::symlink_at(&target, dir.raw(), &cname)?;
                     inner.adopt(&dir, &cname, caller, 0o777, libc::S_IFLNK)?;
                     inner.entry(parent.0, &dir, &name).inspect(|a| {
                         let target = String::from_utf8_lossy(target.as_bytes()).into_owned();
@@ -503,16 +498,7 @@ impl Filesystem for SlowFs {
                             .flatten();
                         Some((node, other))
                     });
-                    // SAFETY: plain syscall with valid C strings.
-                    check(unsafe {
-                        libc::renameat2(
-                            from.raw(),
-                            cname.as_ptr(),
-                            to.raw(),
-                            cnew.as_ptr(),
-                            flags.bits(),
-                        )
-                    })?;
+                    sys::rename_at(from.raw(), &cname, to.raw(), &cnew, flags.bits())?;
                     inner.record(|| {
                         let (node, exchanged) = moving.flatten()?;
                         Some(LogOp::Rename {
@@ -559,16 +545,7 @@ impl Filesystem for SlowFs {
                     let inode = inner.inodes.get(ino)?;
                     let dir = inner.inodes.get(newparent)?;
                     let cname = sys::component(&newname)?;
-                    // SAFETY: plain syscall with valid C strings.
-                    check(unsafe {
-                        libc::linkat(
-                            inode.raw(),
-                            c"".as_ptr(),
-                            dir.raw(),
-                            cname.as_ptr(),
-                            libc::AT_EMPTY_PATH,
-                        )
-                    })?;
+                    sys::link_fd_at(inode.raw(), dir.raw(), &cname)?;
                     inner.entry(newparent.0, &dir, &newname).inspect(|_| {
                         inner.record(|| {
                             Some(LogOp::Link {
@@ -1156,8 +1133,7 @@ impl Filesystem for SlowFs {
                     // Like a write, an allocation by a caller without CAP_FSETID drops
                     // set-ID bits (the kernel leaves it to us under KILLPRIV_V2).
                     dropped = sys::drop_privileges(h.raw(), caller)?;
-                    // SAFETY: plain syscall on an fd we own.
-                    check(unsafe { libc::fallocate(h.raw(), mode, offset as i64, length as i64) })?;
+                    sys::fallocate(h.raw(), mode, offset, length)?;
                     inner.record(|| {
                         let node = inner.node(ino.0)?;
                         let size = sys::stat_fd(h.raw()).ok()?.st_size as u64;
@@ -1198,9 +1174,8 @@ impl Filesystem for SlowFs {
             reply,
             move |inner, done, _, _| {
                 let result = inner.handles.get(fh).and_then(|h| {
-                    // SAFETY: plain syscall on an fd we own; reads use pread, so moving
-                    // this fd's position changes nothing else.
-                    cvt(unsafe { libc::lseek(h.raw(), offset, whence) })
+                    // Reads use pread: moving this fd's position changes nothing else.
+                    sys::lseek(h.raw(), offset, whence)
                 });
                 done.respond(inner, result, |r, pos| {
                     r.offset(pos);
@@ -1381,8 +1356,7 @@ impl SlowFs {
                     // The inode loses the name it is reopened by: keep its fd.
                     let victim = inner.inodes.at(parent.0, &name).map(INodeNo);
                     let victim = victim.and_then(|ino| inner.inodes.get(ino).ok());
-                    // SAFETY: plain syscall with a valid C string.
-                    check(unsafe { libc::unlinkat(dir.raw(), cname.as_ptr(), flags) })?;
+                    sys::unlink_at(dir.raw(), &cname, flags)?;
                     if let Some(victim) = victim {
                         inner.inodes.pin(&victim);
                     }
@@ -1425,14 +1399,7 @@ impl SlowFs {
                             return Err(errno);
                         }
                     }
-                    // SAFETY: plain syscalls on an fd we own.
-                    check(unsafe {
-                        if datasync {
-                            libc::fdatasync(h.raw())
-                        } else {
-                            libc::fsync(h.raw())
-                        }
-                    })?;
+                    sys::sync(h.raw(), datasync)?;
                     inner.record(|| {
                         let node = inner.node(ino.0)?;
                         Some(if op == Op::Fsyncdir {

@@ -245,3 +245,69 @@ pub fn chown_at(dir: RawFd, name: &CStr, uid: u32, gid: u32) -> SysResult<()> {
 pub fn raw(fd: &impl AsRawFd) -> RawFd {
     fd.as_raw_fd()
 }
+
+/// `mknodat(dir, name, mode, rdev)`.
+pub fn mknod_at(dir: RawFd, name: &CStr, mode: u32, rdev: u64) -> SysResult<()> {
+    // SAFETY: plain syscall with a valid C string.
+    check(unsafe { libc::mknodat(dir, name.as_ptr(), mode, rdev) })
+}
+
+/// `mkdirat(dir, name, mode)`.
+pub fn mkdir_at(dir: RawFd, name: &CStr, mode: u32) -> SysResult<()> {
+    // SAFETY: plain syscall with a valid C string.
+    check(unsafe { libc::mkdirat(dir, name.as_ptr(), mode) })
+}
+
+/// `symlinkat(target, dir, name)`.
+pub fn symlink_at(target: &CStr, dir: RawFd, name: &CStr) -> SysResult<()> {
+    // SAFETY: plain syscall with valid C strings.
+    check(unsafe { libc::symlinkat(target.as_ptr(), dir, name.as_ptr()) })
+}
+
+/// `renameat2(from_dir, from, to_dir, to, flags)` (RENAME_NOREPLACE, RENAME_EXCHANGE, ...).
+pub fn rename_at(
+    from_dir: RawFd,
+    from: &CStr,
+    to_dir: RawFd,
+    to: &CStr,
+    flags: u32,
+) -> SysResult<()> {
+    // SAFETY: plain syscall with valid C strings.
+    check(unsafe { libc::renameat2(from_dir, from.as_ptr(), to_dir, to.as_ptr(), flags) })
+}
+
+/// `linkat(fd, "", dir, name, AT_EMPTY_PATH)`: a new name for the file behind `fd`.
+pub fn link_fd_at(fd: RawFd, dir: RawFd, name: &CStr) -> SysResult<()> {
+    // SAFETY: plain syscall with valid C strings.
+    check(unsafe { libc::linkat(fd, EMPTY.as_ptr(), dir, name.as_ptr(), libc::AT_EMPTY_PATH) })
+}
+
+/// `unlinkat(dir, name, flags)` (AT_REMOVEDIR for a directory).
+pub fn unlink_at(dir: RawFd, name: &CStr, flags: i32) -> SysResult<()> {
+    // SAFETY: plain syscall with a valid C string.
+    check(unsafe { libc::unlinkat(dir, name.as_ptr(), flags) })
+}
+
+/// `fallocate(fd, mode, offset, length)`.
+pub fn fallocate(fd: RawFd, mode: i32, offset: u64, length: u64) -> SysResult<()> {
+    // SAFETY: plain syscall on an fd.
+    check(unsafe { libc::fallocate(fd, mode, offset as i64, length as i64) })
+}
+
+/// `lseek(fd, offset, whence)`: the new offset.
+pub fn lseek(fd: RawFd, offset: i64, whence: i32) -> SysResult<i64> {
+    // SAFETY: plain syscall on an fd.
+    cvt(unsafe { libc::lseek(fd, offset, whence) })
+}
+
+/// `fsync(fd)`, or `fdatasync(fd)` when `data_only`.
+pub fn sync(fd: RawFd, data_only: bool) -> SysResult<()> {
+    // SAFETY: plain syscalls on an fd.
+    check(unsafe {
+        if data_only {
+            libc::fdatasync(fd)
+        } else {
+            libc::fsync(fd)
+        }
+    })
+}

@@ -146,7 +146,7 @@ pids=()
 if [[ $sync_umount == 1 ]]; then
   for t in "${targets[@]}"; do
     for p in /proc/[0-9]*; do
-      cmd=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) || continue
+      cmd=$(tr '\0' ' ' 2>/dev/null < "$p/cmdline") || continue
       [[ $cmd == *slowfs* && " $cmd " == *" $t "* ]] && pids+=("${p#/proc/}")
     done
   done

@@ -19,7 +19,7 @@ row() { # name checker-label options... -- explore args
   local start end out code
   start=$(date +%s.%N)
   code=0
-  out=$("$slowfs" explore --partial-ok --log-dir "$work/runs" "$@" 2>/dev/null) || code=$?
+  out=$("$slowfs" explore --partial-ok --log-dir "$work" "$@" 2>/dev/null) || code=$?
   end=$(date +%s.%N)
   local ops points states dups rate viol groups incomplete verdict
   ops=$(sed -n 's/^ops recorded: //p' <<<"$out")

@@ -14,39 +14,13 @@ positioned I/O: read_at/write_at are seek + read/write under a per-file lock,
 as their users write them (the handshake says positioned: false).
 """
 import argparse
-import errno
 import json
 import os
-import threading
-import time
 
 import anyio
 
 import slowfs_driver
-from slowfs_driver import PROTOCOL_VERSION, precreate, python_mode
-
-
-class Heartbeat:
-    """Sleeps 1 ms at a time and records how late each wake-up is (ms)."""
-
-    def __init__(self):
-        self.late = []
-
-    async def run(self):
-        while True:
-            start = time.perf_counter()
-            await anyio.sleep(0.001)
-            self.late.append((time.perf_counter() - start - 0.001) * 1000)
-
-    def report(self, reset):
-        late = sorted(self.late)
-        if reset:
-            self.late = []
-        if not late:
-            return {"samples": 0, "p50_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
-        pick = lambda q: late[min(len(late) - 1, int(q * len(late)))]
-        return {"samples": len(late), "p50_ms": pick(0.5), "p99_ms": pick(0.99),
-                "max_ms": late[-1], "late_ms": [l for l in late if l > 10]}
+from slowfs_driver import precreate, python_mode
 
 
 class AsyncFileLib:
@@ -116,7 +90,7 @@ class Driver(slowfs_driver.Driver):
         super().__init__(lib)
         self.engine = engine
         self.scopes, self.cancel_early = {}, set()
-        self.heartbeat = Heartbeat()
+        self.heartbeat = slowfs_driver.Heartbeat(anyio.sleep)
 
     async def run_sync(self, fn, *args):
         return await self.lib.run_sync(fn, *args)
@@ -130,14 +104,8 @@ class Driver(slowfs_driver.Driver):
                 scope.cancel()
             try:
                 answer = {"id": rid, "ok": await self.handle(req)}
-            except NotImplementedError as e:
-                answer = {"id": rid, "err": "unsupported", "message": f"{self.lib.name} has no {e}"}
-            except OSError as e:
-                code = e.errno or errno.EIO
-                answer = {"id": rid, "err": errno.errorcode.get(code, "EIO"), "errno": code,
-                          "message": str(e)}
-            except Exception as e:  # a library bug: report it, keep serving
-                answer = {"id": rid, "err": type(e).__name__, "message": str(e)}
+            except Exception as e:
+                answer = self.failure(rid, e)
         self.scopes.pop(rid, None)
         self.cancel_early.discard(rid)
         self.send(answer if answer is not None and not scope.cancelled_caught
@@ -154,10 +122,7 @@ class Driver(slowfs_driver.Driver):
         stdin = anyio.wrap_file(os.fdopen(0, "rb", buffering=0, closefd=False))
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.heartbeat.run)
-            self.send({"hello": "slowfs-driver", "version": PROTOCOL_VERSION,
-                       "engine": self.engine, "capabilities": self.lib.capabilities,
-                       "positioned": self.lib.positioned, "unsupported": self.lib.unsupported,
-                       "loop_thread": threading.get_native_id()})
+            self.hello(self.engine)
             pending = b""
             while True:
                 chunk = await stdin.read(1 << 16)

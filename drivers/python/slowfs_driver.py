@@ -22,15 +22,17 @@ PROTOCOL_VERSION = 1
 
 
 class Heartbeat:
-    """Sleeps 1 ms at a time and records how late each wake-up is (ms)."""
+    """Sleeps 1 ms at a time and records how late each wake-up is (ms).
+    `sleep` is the event loop's sleep (asyncio's, or anyio's for other loops)."""
 
-    def __init__(self):
+    def __init__(self, sleep=asyncio.sleep):
         self.late = []
+        self.sleep = sleep
 
     async def run(self):
         while True:
             start = time.perf_counter()
-            await asyncio.sleep(0.001)
+            await self.sleep(0.001)
             self.late.append((time.perf_counter() - start - 0.001) * 1000)
 
     def report(self, reset):
@@ -370,19 +372,33 @@ class Driver:
             return {}
         raise NotImplementedError(op)
 
+    def failure(self, rid, e):
+        """The answer to request `rid` that raised `e`."""
+        if isinstance(e, NotImplementedError):
+            return {"id": rid, "err": "unsupported", "message": f"{self.lib.name} has no {e}"}
+        if isinstance(e, OSError):
+            code = e.errno or errno.EIO
+            return {"id": rid, "err": errno.errorcode.get(code, "EIO"), "errno": code,
+                    "message": str(e)}
+        # a library bug: report it, keep serving
+        return {"id": rid, "err": type(e).__name__, "message": str(e)}
+
+    def hello(self, engine):
+        """The handshake (docs/driver-protocol.md), sent from the loop's thread."""
+        self.send({"hello": "slowfs-driver", "version": PROTOCOL_VERSION,
+                   "engine": engine, "capabilities": self.lib.capabilities,
+                   "positioned": self.lib.positioned,
+                   "unsupported": getattr(self.lib, "unsupported", {}),
+                   "loop_thread": threading.get_native_id()})
+
     async def serve_one(self, req):
         rid = req.get("id")
         try:
             self.send({"id": rid, "ok": await self.handle(req)})
         except asyncio.CancelledError:
             self.send({"id": rid, "err": "cancelled"})
-        except NotImplementedError as e:
-            self.send({"id": rid, "err": "unsupported", "message": f"{self.lib.name} has no {e}"})
-        except OSError as e:
-            code = e.errno or errno.EIO
-            self.send({"id": rid, "err": errno.errorcode.get(code, "EIO"), "errno": code, "message": str(e)})
-        except Exception as e:  # a library bug: report it, keep serving
-            self.send({"id": rid, "err": type(e).__name__, "message": str(e)})
+        except Exception as e:
+            self.send(self.failure(rid, e))
         finally:
             self.tasks.pop(rid, None)
 
@@ -403,11 +419,7 @@ class Driver:
         reader = asyncio.StreamReader(limit=1 << 30)
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
         beat = asyncio.create_task(self.heartbeat.run())
-        self.send({"hello": "slowfs-driver", "version": PROTOCOL_VERSION,
-                   "engine": "py:" + self.lib.name, "capabilities": self.lib.capabilities,
-                   "positioned": self.lib.positioned,
-                   "unsupported": getattr(self.lib, "unsupported", {}),
-                   "loop_thread": threading.get_native_id()})
+        self.hello("py:" + self.lib.name)
         while True:
             line = await reader.readline()
             if not line:

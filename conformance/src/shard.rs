@@ -91,6 +91,11 @@ pub fn merge(mut reports: Vec<Report>) -> Result<Report, String> {
         return Err(format!("missing shard(s): {}", missing.join(", ")));
     }
     reports.sort_by_key(|r| r.shard.map(|s| s.index));
+    // A shard that finished planned what it ran.
+    let planned: usize = reports
+        .iter()
+        .map(|r| r.stopped.as_ref().map_or(r.cells.len(), |s| s.planned))
+        .sum();
     // Cell i of the plan is cell i / count of shard i % count.
     let longest = reports.iter().map(|r| r.cells.len()).max().unwrap_or(0);
     let mut merged = Report::new(seed);
@@ -105,10 +110,6 @@ pub fn merge(mut reports: Vec<Report>) -> Result<Report, String> {
             }
         }
     }
-    let planned: usize = reports
-        .iter()
-        .map(|r| r.stopped.as_ref().map_or(0, |s| s.planned))
-        .sum();
     merged.stopped = reports
         .iter()
         .filter_map(|r| r.stopped.as_ref())

@@ -282,7 +282,8 @@ impl StatsReport {
     }
 }
 
-fn micros(us: u64) -> String {
+/// A latency in microseconds for people: `850us`, `12.5ms`.
+pub fn micros(us: u64) -> String {
     if us >= 10_000 {
         format!("{:.1}ms", us as f64 / 1000.0)
     } else {

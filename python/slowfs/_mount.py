@@ -3,6 +3,8 @@
 import ctypes
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -35,7 +37,8 @@ def is_mounted(mountpoint) -> bool:
         for line in f:
             fields = line.split()
             dash = fields.index("-")
-            point = fields[4].encode().decode("unicode_escape")
+            # The kernel escapes space, tab, newline and backslash as \ooo.
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
             if point == target and fields[dash + 1] == "fuse.slowfs":
                 return True
     return False
@@ -153,8 +156,6 @@ class Mount:
             self._remove_own_dirs()
 
     def _remove_own_dirs(self) -> None:
-        import shutil
-
         for d in self._own_dirs:
             if d == self.path and is_mounted(d):
                 continue

@@ -22,6 +22,11 @@ def slowfs_mounts():
         return [line.split()[4] for line in f if " - fuse.slowfs " in line]
 
 
+def mountpoint_printed(lines):
+    """The mountpoint an inner test printed as `MOUNTED AT PATH`."""
+    return next(l for l in lines if "MOUNTED AT" in l).split()[-1]
+
+
 @pytest.fixture(autouse=True)
 def leaves_no_mount():
     before = set(slowfs_mounts())
@@ -57,8 +62,7 @@ def test_the_fixture_mounts_controls_and_unmounts(pytester):
     )
     result = pytester.runpytest_subprocess("-s")
     result.assert_outcomes(passed=1)
-    mountpoint = [l for l in result.outlines if "MOUNTED AT" in l][0].split()[-1]
-    assert not is_mounted(mountpoint)
+    assert not is_mounted(mountpoint_printed(result.outlines))
 
 
 def test_the_marker_configures_the_mount(pytester):
@@ -97,8 +101,7 @@ def test_a_failing_test_is_unmounted_too(pytester):
     )
     result = pytester.runpytest_subprocess("-s")
     result.assert_outcomes(failed=1)
-    mountpoint = [l for l in result.outlines if "MOUNTED AT" in l][0].split()[-1]
-    assert not is_mounted(mountpoint)
+    assert not is_mounted(mountpoint_printed(result.outlines))
 
 
 def test_crash_keeps_only_what_was_durable(pytester):
@@ -185,12 +188,8 @@ def test_an_interrupted_run_leaves_no_mount(pytester, sig):
         stderr=subprocess.STDOUT,
         text=True,
     )
-    mountpoint = None
-    for line in proc.stdout:
-        if "MOUNTED AT" in line:
-            mountpoint = line.split()[-1]
-            break
-    assert mountpoint and is_mounted(mountpoint)
+    mountpoint = mountpoint_printed(proc.stdout)
+    assert is_mounted(mountpoint)
     proc.send_signal(sig)
     proc.communicate(timeout=60)
     deadline = time.monotonic() + 30

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use slowfs::control::{request, Command};
-use slowfs::stats::StatsReport;
+use slowfs::stats::{micros, StatsReport};
 
 /// Asks the mount for its stats; `None` once it is gone.
 fn fetch(socket: &Path) -> anyhow::Result<Option<StatsReport>> {
@@ -164,14 +164,6 @@ fn human_rate(bytes_per_s: f64) -> String {
         unit += 1;
     }
     format!("{value:.1} {}", UNITS[unit])
-}
-
-fn micros(us: u64) -> String {
-    if us >= 10_000 {
-        format!("{:.1}ms", us as f64 / 1000.0)
-    } else {
-        format!("{us}us")
-    }
 }
 
 #[cfg(test)]

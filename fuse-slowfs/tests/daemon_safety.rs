@@ -5,7 +5,7 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -413,9 +413,41 @@ fn mount_t_fuse_slowfs_works_through_the_helper() {
     assert!(out.status.success(), "{}", text(&out));
     let canonical = mountpoint.path().canonicalize().unwrap();
     assert!(slowfs::mount::slowfs_mounts().contains(&canonical));
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            if slowfs::mount::slowfs_mounts().contains(&self.0) {
+                let _ = Command::new("umount").arg(&self.0).status();
+            }
+        }
+    }
+    let _unmount = Unmount(canonical.clone());
     assert_eq!(
         std::fs::read(mountpoint.path().join("f")).unwrap(),
         b"through fstab"
+    );
+    // `mount -o remount,ro` (xfstests 294, 306, 452): the same daemon, now
+    // read-only, then writable again; slowfs's own options cannot change so.
+    let remount = |options: &str| {
+        Command::new("mount")
+            .args(["-o", options])
+            .arg(mountpoint.path())
+            .output()
+            .unwrap()
+    };
+    let out = remount("remount,ro");
+    assert!(out.status.success(), "{}", text(&out));
+    let err = std::fs::write(mountpoint.path().join("g"), b"x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS), "{err}");
+    let out = remount("remount,rw");
+    assert!(out.status.success(), "{}", text(&out));
+    std::fs::write(mountpoint.path().join("g"), b"x").unwrap();
+    let out = remount("remount,profile=flaky");
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("cannot change on a remount") && text(&out).contains("slowfs ctl"),
+        "{}",
+        text(&out)
     );
     let rules = slowfs()
         .env("SLOWFS_RUNTIME_DIR", runtime.path())

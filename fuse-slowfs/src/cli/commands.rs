@@ -115,15 +115,19 @@ pub fn mount_helper(
     options: &[String],
     fake: bool,
 ) -> anyhow::Result<ExitCode> {
+    let words: Vec<&str> = options
+        .iter()
+        .flat_map(|list| list.split(','))
+        .filter(|o| !o.is_empty())
+        .collect();
+    if words.contains(&"remount") {
+        return remount(&mountpoint, &words, fake);
+    }
     let mut argv: Vec<std::ffi::OsString> =
         vec!["slowfs".into(), "mount".into(), "--background".into()];
     argv.extend(["--backing".into(), source.into_os_string()]);
     let mut generic = Vec::new();
-    for option in options
-        .iter()
-        .flat_map(|list| list.split(','))
-        .filter(|o| !o.is_empty())
-    {
+    for option in words {
         let flag = match option.split_once('=') {
             Some(("profile", v)) => Some(("--profile", v)),
             Some(("config", v)) => Some(("--config", v)),
@@ -151,6 +155,44 @@ pub fn mount_helper(
         return Ok(ExitCode::SUCCESS);
     }
     super::run(cli)
+}
+
+/// `mount -o remount,...`: the mount's flags changed in place (mount(8) passes
+/// the mount's current options merged with the new ones). The daemon and its
+/// rules stay; the kernel enforces `ro` and the per-mount flags.
+fn remount(mountpoint: &Path, words: &[&str], fake: bool) -> anyhow::Result<ExitCode> {
+    let mut generic = Vec::new();
+    for word in words.iter().copied().filter(|w| *w != "remount") {
+        match word.split_once('=') {
+            // FUSE's own, fixed when the connection was made.
+            Some(("user_id" | "group_id" | "rootmode" | "max_read" | "blksize" | "fd", _)) => {}
+            Some(_) => bail!(
+                "'{word}' cannot change on a remount: slowfs's options are fixed at mount \
+                 time. Change rules live with `slowfs ctl {} set RULE`, or unmount and mount again",
+                mountpoint.display()
+            ),
+            None => generic.push(word),
+        }
+    }
+    let options: slowfs::mount_options::MountOptions = generic
+        .join(",")
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!(e))?;
+    if fake {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let flags = nix::mount::MsFlags::MS_REMOUNT | options.flags();
+    nix::mount::mount(None::<&str>, mountpoint, None::<&str>, flags, None::<&str>).map_err(
+        |e| match e {
+            nix::errno::Errno::EPERM => anyhow::anyhow!(
+                "remounting {} needs root (mount(2) with MS_REMOUNT): unmount and mount again \
+                 with the new options instead",
+                mountpoint.display()
+            ),
+            e => anyhow::anyhow!("remounting {} with {options}: {e}", mountpoint.display()),
+        },
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `mount --background`: forks before any thread starts; the child mounts and

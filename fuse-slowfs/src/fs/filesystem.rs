@@ -233,7 +233,8 @@ impl Filesystem for SlowFs {
                         );
                     }
                     result => done.respond(inner, result, |r, a| {
-                        r.entry(&ttl, &a, GENERATION);
+                        let attr_ttl = inner.attr_ttl(a.ino.0);
+                        r.entry_with_ttls(&attr_ttl, &ttl, &a, GENERATION);
                     }),
                 }
             },
@@ -1085,7 +1086,6 @@ impl Filesystem for SlowFs {
                     Ok(created) => created,
                     Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
                 };
-                let ttl = inner.ttl();
                 let reply = done.record(inner, Outcome::default());
                 let backing = (passthrough && !sys::is_privileged(mode))
                     .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
@@ -1095,6 +1095,9 @@ impl Filesystem for SlowFs {
                     let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
                     inner.opened_passthrough(fh.0, attr.ino.0, write);
                 }
+                // After the handle is counted: a passthrough writer's attributes
+                // are not cached.
+                let ttl = inner.attr_ttl(attr.ino.0);
                 match backing {
                     Some(id) => reply.created_passthrough(
                         &ttl,

@@ -79,13 +79,14 @@ impl PassthroughWriters {
         self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
-    fn closed(&self, fh: u64) {
+    /// Forgets handle `fh`; its inode if it was a writer.
+    fn closed(&self, fh: u64) -> Option<u64> {
         if self.count.load(std::sync::atomic::Ordering::SeqCst) == 0 {
-            return;
+            return None;
         }
-        if self.handles.lock().unwrap().remove(&fh).is_some() {
-            self.count.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        }
+        let ino = self.handles.lock().unwrap().remove(&fh)?;
+        self.count.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        Some(ino)
     }
 
     fn writing(&self, ino: u64) -> bool {
@@ -294,15 +295,21 @@ impl Inner {
     }
 
     /// A passthrough handle `fh` of inode `ino` was opened; `write` if for writing.
+    /// A writer drops the attributes the kernel cached before the open (a stat
+    /// then an mmap store must not show the old mtime, xfstests 080).
     fn opened_passthrough(&self, fh: u64, ino: u64, write: bool) {
         if write {
             self.passthrough_writers.opened(fh, ino);
+            self.attributes_changed(ino);
         }
     }
 
-    /// Handle `fh` was released.
+    /// Handle `fh` was released. A passthrough writer's last stores (through a
+    /// mapping, which keeps the file open until munmap) changed the times.
     fn released(&self, fh: u64) {
-        self.passthrough_writers.closed(fh);
+        if let Some(ino) = self.passthrough_writers.closed(fh) {
+            self.attributes_changed(ino);
+        }
     }
 
     /// How long the kernel may cache names and attributes: not at all while a rule

@@ -6,12 +6,13 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use fuser::{Config, SessionACL};
 use slowfs_faults::{FaultPlan, FaultSpec};
 
 use crate::control::{default_socket, ControlServer, Served};
-use crate::fs::{Inner, SlowFs};
+use crate::fs::{FsMode, Inner, SlowFs};
 pub use crate::mount_table::{slowfs_mount_entries, slowfs_mounts, MountEntry};
 use crate::stats::StatsReport;
 
@@ -115,6 +116,21 @@ pub struct Mount {
     session: Option<fuser::BackgroundSession>,
 }
 
+/// The slowfs mounted at `mountpoint`, unless it goes away within 2 s: a mount
+/// that races an unmount of the same mountpoint (`umount M & mount M`,
+/// xfstests generic/604) waits for it, as the kernel makes a mount wait for
+/// an unmount in progress, instead of failing.
+fn slowfs_staying_at(mountpoint: &Path) -> Option<crate::mount_table::MountEntry> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let live = crate::mount_table::slowfs_at(mountpoint)?;
+        if Instant::now() >= deadline {
+            return Some(live);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 impl Mount {
     /// Mounts and returns once the kernel has accepted the mount.
     pub fn start(config: MountConfig) -> io::Result<Mount> {
@@ -140,7 +156,7 @@ impl Mount {
             ));
         }
         let mountpoint = config.mountpoint.canonicalize()?;
-        if let Some(live) = crate::mount_table::slowfs_at(&mountpoint) {
+        if let Some(live) = slowfs_staying_at(&mountpoint) {
             let by = live
                 .user_id
                 .map(|u| format!(" (mounted by uid {u})"))
@@ -173,11 +189,15 @@ impl Mount {
             &config.backing,
             plan,
             config.tuning,
-            config.record,
-            config.crash_model == CrashModel::Strict,
-            // Kernel passthrough needs CAP_SYS_ADMIN: without root, the daemon serves.
-            config.passthrough && as_root(),
-            config.interruptible,
+            FsMode {
+                record: config.record,
+                crash_model: config.crash_model == CrashModel::Strict,
+                // Kernel passthrough needs CAP_SYS_ADMIN: without root, the daemon serves.
+                passthrough: config.passthrough && as_root(),
+                interruptible: config.interruptible,
+                atime: config.options.atime,
+                nodiratime: config.options.nodiratime,
+            },
         )?;
         let inner = fs.inner();
 

@@ -170,6 +170,38 @@ fn the_daemon_exits_when_unmounted_from_outside_and_a_remount_works_at_once() {
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
 }
 
+/// `umount M & sleep 0.01; mount M` (xfstests generic/604): a mount that
+/// finds its mountpoint still taken by a slowfs on its way out waits for it
+/// (here: unmounted 300 ms after the mount began) instead of refusing.
+#[test]
+fn a_mount_racing_an_unmount_of_its_mountpoint_waits_for_it() {
+    let _serial = serial();
+    let daemon = Daemon::start(Options::default());
+    let mount = daemon
+        .cli()
+        .args(["mount", "--background", "--backing"])
+        .arg(&daemon.backing)
+        .arg(&daemon.mountpoint)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let unmounted = daemon
+        .cli()
+        .arg("umount")
+        .arg(&daemon.mountpoint)
+        .output()
+        .unwrap();
+    let out = mount.wait_with_output().unwrap();
+    let remounted = out.status.success();
+    // The second daemon is not the fixture's child: end it here on every path.
+    let end = remounted.then(|| daemon.cli().arg("umount").arg(&daemon.mountpoint).output());
+    assert!(unmounted.status.success(), "{}", text(&unmounted));
+    assert!(remounted, "{}", text(&out));
+    assert!(end.unwrap().unwrap().status.success());
+}
+
 #[test]
 fn the_control_socket_caps_line_length_and_connections() {
     use std::io::{BufRead, BufReader, Write};

@@ -566,3 +566,51 @@ fn missing_names_are_cached_until_created() {
     std::fs::remove_file(m.path("journal")).unwrap();
     assert!(std::fs::metadata(m.path("journal")).is_err());
 }
+
+/// The atime mount options (xfstests generic/003, 120), through kernel
+/// passthrough and through the daemon: `noatime` leaves an access time alone,
+/// `relatime` moves one older than the mtime only, `strictatime` moves it on
+/// every read.
+#[test]
+fn atime_options_decide_what_a_read_moves() {
+    const OLD: i64 = 946_684_800; // 2000-01-01, older than the mtime
+    const AHEAD: i64 = 10; // seconds after the mtime: relatime leaves it
+    for (options, passthrough, ahead, kept) in [
+        ("noatime", false, false, true),
+        ("noatime", true, false, true),
+        ("relatime", true, false, false),
+        ("relatime", true, true, true),
+        ("strictatime", true, true, false),
+        ("strictatime", false, true, false),
+    ] {
+        let m = SlowMount::configured(&[], |c| {
+            c.options.apply(options).unwrap();
+            c.passthrough = passthrough;
+        })
+        .expect("mounting slowfs");
+        fs::write(m.path("f"), b"read me").unwrap();
+        let mtime = fs::metadata(m.path("f")).unwrap().mtime();
+        let set = if ahead { mtime + AHEAD } else { OLD };
+        let times = [
+            libc::timespec {
+                tv_sec: set,
+                tv_nsec: 0,
+            },
+            libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::UTIME_OMIT,
+            },
+        ];
+        let path = cstr(&m.path("f"));
+        // SAFETY: a NUL-terminated path and two valid timespecs.
+        let rc = unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), times.as_ptr(), 0) };
+        assert_eq!(rc, 0);
+        assert_eq!(fs::read(m.path("f")).unwrap(), b"read me");
+        let atime = fs::metadata(m.path("f")).unwrap().atime();
+        assert_eq!(
+            atime == set,
+            kept,
+            "-o {options}, passthrough {passthrough}: atime {atime}, set to {set}"
+        );
+    }
+}

@@ -579,7 +579,9 @@ impl Filesystem for SlowFs {
                 let truncate = flags.0 & libc::O_TRUNC != 0;
                 let opened = inner.inodes.get(ino).and_then(|inode| {
                     let fd = inner.with_fds(|| {
-                        sys::reopen(inode.raw(), backing_flags(flags.0, inner.writeback()))
+                        inner.without_atime(backing_flags(flags.0, inner.writeback()), |flags| {
+                            sys::reopen(inode.raw(), flags)
+                        })
                     })?;
                     if truncate && sys::drop_privileges(sys::raw(&fd), caller)? {
                         inner.attributes_changed(ino.0);
@@ -786,7 +788,9 @@ impl Filesystem for SlowFs {
                     .get(ino)
                     .and_then(|i| {
                         inner.with_fds(|| {
-                            sys::openat(i.raw(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)
+                            inner.without_atime(libc::O_RDONLY | libc::O_DIRECTORY, |flags| {
+                                sys::openat(i.raw(), c".", flags, 0)
+                            })
                         })
                     })
                     .map(|fd| inner.handles.insert(fd, None));
@@ -1067,14 +1071,12 @@ impl Filesystem for SlowFs {
                     let cname = sys::component(&name)?;
                     let fd: OwnedFd = inner.with_fds(|| {
                         sys::with_umask(inner.create_mask(umask), || {
-                            sys::openat(
-                                dir.raw(),
-                                &cname,
-                                backing_flags(flags, inner.writeback())
-                                    | libc::O_CREAT
-                                    | libc::O_NOFOLLOW,
-                                mode,
-                            )
+                            let flags = backing_flags(flags, inner.writeback())
+                                | libc::O_CREAT
+                                | libc::O_NOFOLLOW;
+                            inner.without_atime(flags, |flags| {
+                                sys::openat(dir.raw(), &cname, flags, mode)
+                            })
                         })
                     })?;
                     inner.adopt(&dir, &cname, caller, mode, libc::S_IFREG)?;

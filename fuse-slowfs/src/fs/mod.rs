@@ -20,6 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use fuser::{Errno, FileAttr, FileType, INodeNo};
 use slowfs_faults::{FaultPlan, Op};
 
+use crate::mount_options::Atime;
 use crate::scheduler::{Fate, Scheduler};
 use crate::stats::{Outcome, Stats};
 pub use crash::DurabilityReport;
@@ -62,6 +63,9 @@ pub struct Inner {
     /// does not see change (an mmap store, a write): their attributes are not
     /// cached, so that stat shows the new mtime and ctime at once.
     passthrough_writers: PassthroughWriters,
+    /// `-o noatime` where the backing mount could not be cloned with it: the
+    /// daemon's own opens (not kernel passthrough's) ask for O_NOATIME.
+    no_atime: std::sync::atomic::AtomicBool,
 }
 
 /// Handles open for writing in passthrough, by inode.
@@ -95,6 +99,48 @@ impl PassthroughWriters {
     }
 }
 
+/// What a mount asks of its filesystem besides rules and tuning.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FsMode {
+    /// Record every operation (for `explore`).
+    pub record: bool,
+    /// Keep the crash model: what a crash would lose (turns passthrough and
+    /// the write-back cache off).
+    pub crash_model: bool,
+    /// Serve files no data rule touches by kernel passthrough.
+    pub passthrough: bool,
+    /// A caller's fatal or handled signal ends its delayed request.
+    pub interruptible: bool,
+    /// `-o noatime|relatime|strictatime`: how reads move access times.
+    pub atime: Atime,
+    /// `-o nodiratime`.
+    pub nodiratime: bool,
+}
+
+/// The backing directory reached through a private clone of its mount with
+/// the mount's access-time policy, when that differs from the kernel's
+/// default (relatime); `None` when it does not, or the clone is not allowed
+/// (no CAP_SYS_ADMIN: `-o noatime` then falls back to O_NOATIME on the
+/// daemon's own opens, and strictatime is not kept).
+fn atime_root(backing: &Path, mode: FsMode) -> Option<OwnedFd> {
+    let bits = match mode.atime {
+        Atime::Relatime if !mode.nodiratime => return None,
+        Atime::Relatime => 0x00,
+        Atime::Noatime => 0x10,
+        Atime::Strictatime => 0x20,
+    };
+    match sys::atime_clone(backing, bits, mode.nodiratime) {
+        Ok(clone) => Some(clone),
+        Err(e) => {
+            tracing::warn!(
+                "cannot keep {:?} on the backing files' access times ({e:?}): the backing mount's policy applies",
+                mode.atime
+            );
+            None
+        }
+    }
+}
+
 /// The `fuser::Filesystem` handed to the session.
 #[derive(Debug)]
 pub struct SlowFs {
@@ -107,10 +153,7 @@ impl SlowFs {
         backing: &Path,
         plan: Arc<FaultPlan>,
         tuning: crate::Tuning,
-        record: bool,
-        crash_model: bool,
-        passthrough: bool,
-        interruptible: bool,
+        mode: FsMode,
     ) -> std::io::Result<SlowFs> {
         let root: OwnedFd = std::fs::File::open(backing)
             .map_err(|e| {
@@ -130,6 +173,10 @@ impl SlowFs {
                 backing.display()
             )));
         }
+        let (root, no_atime) = match atime_root(backing, mode) {
+            Some(clone) => (clone, false),
+            None => (root, mode.atime == Atime::Noatime),
+        };
         let root =
             sys::reopen(sys::raw(&root), libc::O_PATH | libc::O_DIRECTORY).map_err(errno_to_io)?;
         let capacity = match tuning.fd_cache {
@@ -144,7 +191,7 @@ impl SlowFs {
             (st.st_dev, st.st_ino),
             capacity,
             tuning.file_handles,
-            !crash_model,
+            !mode.crash_model,
         );
         tracing::debug!(
             "inodes are reopened by {}",
@@ -160,17 +207,18 @@ impl SlowFs {
                 handles: Handles::default(),
                 plan,
                 stats: Stats::default(),
-                scheduler: Scheduler::new(interruptible)?,
+                scheduler: Scheduler::new(mode.interruptible)?,
                 tuning,
-                writeback_allowed: !record && !crash_model,
+                writeback_allowed: !mode.record && !mode.crash_model,
                 writeback: Default::default(),
-                recorder: (record || crash_model).then(recorder::Recorder::default),
-                passthrough_wanted: passthrough && !crash_model && !record,
+                recorder: (mode.record || mode.crash_model).then(recorder::Recorder::default),
+                passthrough_wanted: mode.passthrough && !mode.crash_model && !mode.record,
                 passthrough: Default::default(),
                 dont_mask: Default::default(),
                 notifier: Default::default(),
                 passthrough_writers: Default::default(),
-                crash: if crash_model {
+                no_atime: no_atime.into(),
+                crash: if mode.crash_model {
                     Some(crash::CrashState::new(backing)?)
                 } else {
                     None
@@ -212,6 +260,23 @@ impl Inner {
             umask
         } else {
             0
+        }
+    }
+
+    /// Runs `open` with `flags`, plus O_NOATIME under `-o noatime`; once more
+    /// without it where the daemon may not ask for it (EPERM: a file it does
+    /// not own, without CAP_FOWNER).
+    fn without_atime<T>(
+        &self,
+        flags: i32,
+        mut open: impl FnMut(i32) -> sys::SysResult<T>,
+    ) -> sys::SysResult<T> {
+        if !self.no_atime.load(std::sync::atomic::Ordering::Relaxed) {
+            return open(flags);
+        }
+        match open(flags | libc::O_NOATIME) {
+            Err(Errno::EPERM) => open(flags),
+            result => result,
         }
     }
 

@@ -422,6 +422,22 @@ fn mount_t_fuse_slowfs_works_through_the_helper() {
         }
     }
     let _unmount = Unmount(canonical.clone());
+    // Root's mount(8) semantics: suid,dev unless told otherwise (xfstests 184,
+    // 434, 633 need device nodes and set-ID binaries on the mount).
+    let flags_as_mounted = || {
+        let line = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some(canonical.to_str().unwrap()))
+            .map(String::from)
+            .unwrap();
+        let flags = line.split(' ').nth(5).unwrap();
+        assert!(
+            !flags.contains("nodev") && !flags.contains("nosuid") && flags.contains("noatime"),
+            "{line}"
+        );
+    };
+    flags_as_mounted();
     assert_eq!(
         std::fs::read(mountpoint.path().join("f")).unwrap(),
         b"through fstab"
@@ -442,6 +458,7 @@ fn mount_t_fuse_slowfs_works_through_the_helper() {
     let out = remount("remount,rw");
     assert!(out.status.success(), "{}", text(&out));
     std::fs::write(mountpoint.path().join("g"), b"x").unwrap();
+    flags_as_mounted();
     let out = remount("remount,profile=flaky");
     assert!(!out.status.success());
     assert!(

@@ -142,6 +142,12 @@ pub fn mount_helper(
             None => generic.push(option.to_string()),
         }
     }
+    // mount(8) passes only what differs from its own defaults, and for root
+    // those are `suid,dev` (it adds nosuid,nodev itself for fstab `user`
+    // mounts): an absent `nodev` means dev, as for any filesystem root mounts.
+    if nix::unistd::geteuid().is_root() {
+        generic.insert(0, "suid,dev".to_string());
+    }
     if !generic.is_empty() {
         let list = generic.join(",");
         // Checked here too, so that `mount -f` reports a bad option.
@@ -161,7 +167,8 @@ pub fn mount_helper(
 /// the mount's current options merged with the new ones). The daemon and its
 /// rules stay; the kernel enforces `ro` and the per-mount flags.
 fn remount(mountpoint: &Path, words: &[&str], fake: bool) -> anyhow::Result<ExitCode> {
-    let mut generic = Vec::new();
+    // As for a mount: what mount(8) leaves out is its default.
+    let mut generic = vec!["suid", "dev"];
     for word in words.iter().copied().filter(|w| *w != "remount") {
         match word.split_once('=') {
             // FUSE's own, fixed when the connection was made.

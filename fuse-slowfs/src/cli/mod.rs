@@ -96,6 +96,9 @@ enum Command {
     /// the backing directory; OPTIONS are mount options (ro, noatime, ...) plus
     /// slowfs's own: profile=NAME, config=FILE (rules), seed=N, ctl_socket=PATH,
     /// passthrough=auto|never, crash_model=none|strict. Returns once mounted.
+    /// Run by root, the mount is `suid,dev` unless told nosuid/nodev (mount(8)
+    /// semantics; fstab `user` mounts get nosuid,nodev from mount(8) itself).
+    /// `-o remount,ro|rw|noatime|...` changes the mount's flags in place.
     /// fstab: `/srv/data  /mnt/slow  fuse.slowfs  profile=nfs,noatime  0 0`.
     #[command(name = "mount-helper")]
     MountHelper {

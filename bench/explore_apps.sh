@@ -12,16 +12,18 @@ venv=$PWD/.venv/bin/python3
 work=$(mktemp -d /var/tmp/slowfs-explore-apps.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-echo "| workload | checker | options | ops | crash points with all high-yield states | states checked | duplicates skipped | states/s | violations (groups) | verdict | seconds |"
-echo "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|"
+echo "| workload | checker | options | ops | crash points with all high-yield states | all high-yield states after s | states checked | duplicates skipped | states/s | violations (groups) | verdict | seconds |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"
 row() { # name checker-label options... -- explore args
   local name=$1 label=$2 opts=$3; shift 3
+  # ONLY=REGEX runs the rows whose name matches (ONLY=SQLite).
+  [[ -z ${ONLY:-} || $name =~ $ONLY ]] || return 0
   local start end out code
   start=$(date +%s.%N)
   code=0
   out=$("$slowfs" explore --partial-ok --log-dir "$work" "$@" 2>/dev/null) || code=$?
   end=$(date +%s.%N)
-  local ops points states dups rate viol groups incomplete verdict
+  local ops points states dups rate viol groups incomplete verdict hy
   ops=$(sed -n 's/^ops recorded: //p' <<<"$out")
   points=$(sed -n 's/^crash points: .*(\([0-9]*\) in all)/\1/p' <<<"$out")
   incomplete=$(sed -n 's/^  high-yield states NOT all checked *\([0-9]*\).*/\1/p' <<<"$out")
@@ -31,8 +33,9 @@ row() { # name checker-label options... -- explore args
   viol=$(sed -n 's/^violations: //p' <<<"$out")
   groups=$(grep -c '^group ' <<<"$out" || true)
   verdict=$(sed -n 's/^verdict: \([^:(]*\).*/\1/p' <<<"$out")
-  printf '| %s | %s | %s | %s | %s of %s | %s | %s | %s | %s (%s) | %s | %.0f |\n' "$name" "$label" "$opts" "$ops" \
-    "$((points - ${incomplete:-0}))" "$points" "$states" "$dups" "$rate" "$viol" "$groups" "$verdict" "$(echo "$end - $start" | bc)"
+  hy=$(sed -n 's/.*all of them after \([0-9]*\) s$/\1/p' <<<"$out")
+  printf '| %s | %s | %s | %s | %s of %s | %s | %s | %s | %s | %s (%s) | %s | %.0f |\n' "$name" "$label" "$opts" "$ops" \
+    "$((points - ${incomplete:-0}))" "$points" "${hy:--}" "$states" "$dups" "$rate" "$viol" "$groups" "$verdict" "$(echo "$end - $start" | bc)"
 }
 
 py_sqlite="python3 $apps/sqlite_check.py"

@@ -614,3 +614,38 @@ fn atime_options_decide_what_a_read_moves() {
         );
     }
 }
+
+/// open(O_RDONLY|O_TRUNC) of a program being run fails with ETXTBSY and leaves
+/// it whole, through the daemon and through passthrough (pjdfstest
+/// open::etxtbsy; with FUSE_ATOMIC_O_TRUNC the daemon emptied it first).
+#[test]
+fn truncating_open_of_a_running_program_is_refused_and_harmless() {
+    for passthrough in [false, true] {
+        let m =
+            SlowMount::configured(&[], |c| c.passthrough = passthrough).expect("mounting slowfs");
+        let program = m.path("sleep");
+        fs::copy("/bin/sleep", &program).unwrap();
+        fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+        let size = fs::metadata(&program).unwrap().len();
+        let mut running = std::process::Command::new(&program)
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_TRUNC)
+            .open(&program);
+        let after = fs::metadata(&program).unwrap().len();
+        running.kill().unwrap();
+        running.wait().unwrap();
+        assert_eq!(
+            opened.map(|_| ()).map_err(|e| e.raw_os_error()),
+            Err(Some(libc::ETXTBSY)),
+            "passthrough {passthrough}"
+        );
+        assert_eq!(
+            after, size,
+            "passthrough {passthrough}: the program was truncated"
+        );
+    }
+}

@@ -1,7 +1,11 @@
 //! The filesystem: a passthrough over a backing directory that asks the fault plan
 //! about every request before doing it.
 
+mod attributes;
 mod crash;
+mod directories;
+mod entries;
+mod files;
 mod filesystem;
 mod handle;
 mod handles;
@@ -10,6 +14,7 @@ mod lies;
 mod passthrough;
 mod recorder;
 mod sys;
+mod xattrs;
 
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;

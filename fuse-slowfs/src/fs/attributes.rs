@@ -1,0 +1,251 @@
+//! Attributes: getattr, setattr (mode, owner, size, times), access and statfs.
+
+use std::time::SystemTime;
+
+use fuser::{
+    AccessFlags, Errno, FileHandle, INodeNo, ReplyAttr, ReplyEmpty, ReplyStatfs, Request, TimeOrNow,
+};
+use slowfs_faults::durability::LogOp;
+use slowfs_faults::Op;
+
+use super::sys::{self, check, Caller, SysResult};
+use super::{attr, Ask, Inner, SlowFs};
+
+pub(super) fn getattr(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    fh: Option<FileHandle>,
+    reply: ReplyAttr,
+) {
+    let inner = &fs.inner;
+    let path = inner.path_of(ino.0);
+    inner.serve(
+        Ask::new(req, Op::Getattr, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let result = match fh.map(|fh| inner.handles.get(fh)) {
+                Some(Ok(handle)) => sys::stat_fd(handle.raw()),
+                _ => inner.inodes.get(ino).and_then(|i| sys::stat_fd(i.raw())),
+            };
+            let ttl = inner.attr_ttl(ino.0);
+            done.respond(inner, result, |r, st| {
+                r.attr(&ttl, &attr(ino.0, &st));
+            })
+        },
+    );
+}
+
+/// setattr: the times the kernel sends beside these (ctime, crtime, ...) are
+/// not settable on Linux and are ignored.
+pub(super) fn setattr(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    change: AttrChange,
+    fh: Option<FileHandle>,
+    reply: ReplyAttr,
+) {
+    let inner = &fs.inner;
+    let path = inner.path_of(ino.0);
+    let caller = Caller::of(req);
+    inner.serve(
+        Ask::new(req, Op::Setattr, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let truncated = change.size;
+            let mut result = inner.set_attributes(ino, fh, change);
+            if let (Ok(_), Some(_)) = (&result, truncated) {
+                // A truncate by a caller without CAP_FSETID drops set-ID bits.
+                result = inner.inodes.get(ino).and_then(|inode| {
+                    sys::drop_privileges(inode.raw(), caller)?;
+                    sys::stat_fd(inode.raw())
+                });
+            }
+            if let (Ok(_), Some(len)) = (&result, truncated) {
+                inner.record(|| {
+                    Some(LogOp::SetLen {
+                        node: inner.node(ino.0)?,
+                        len,
+                    })
+                });
+            }
+            let ttl = inner.ttl();
+            done.respond(inner, result, |r, st| {
+                r.attr(&ttl, &attr(ino.0, &st));
+            })
+        },
+    );
+}
+
+pub(super) fn statfs(fs: &SlowFs, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+    let inner = &fs.inner;
+    let path = inner.path_of(ino.0);
+    inner.serve(
+        Ask::new(req, Op::Statfs, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let result = inner.inodes.get(ino).and_then(|i| {
+                // SAFETY: zeroed statvfs is a valid out-parameter.
+                let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+                check(unsafe { libc::fstatvfs(i.raw(), &mut st) }).map(|()| st)
+            });
+            // A quota rule (full-disk) shows in df: free space is what the rule
+            // still lets through, when that is less than the backing's.
+            let left = inner.plan.space_left();
+            done.respond(inner, result, |r, st| {
+                let (bfree, bavail) = match left {
+                    Some(bytes) => {
+                        let blocks = bytes / (st.f_frsize.max(1));
+                        (st.f_bfree.min(blocks), st.f_bavail.min(blocks))
+                    }
+                    None => (st.f_bfree, st.f_bavail),
+                };
+                r.statfs(
+                    st.f_blocks,
+                    bfree,
+                    bavail,
+                    st.f_files,
+                    st.f_ffree,
+                    st.f_bsize as u32,
+                    st.f_namemax as u32,
+                    st.f_frsize as u32,
+                );
+            })
+        },
+    );
+}
+
+pub(super) fn access(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    mask: AccessFlags,
+    reply: ReplyEmpty,
+) {
+    let inner = &fs.inner;
+    let path = inner.path_of(ino.0);
+    inner.serve(
+        Ask::new(req, Op::Access, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let result = inner.inodes.get(ino).and_then(|i| {
+                let p = sys::proc_path(i.raw());
+                // SAFETY: valid C string.
+                check(unsafe { libc::faccessat(libc::AT_FDCWD, p.as_ptr(), mask.bits(), 0) })
+            });
+            done.respond(inner, result, |r, ()| {
+                r.ok();
+            })
+        },
+    );
+}
+
+fn time_spec(time: Option<TimeOrNow>) -> libc::timespec {
+    match time {
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(TimeOrNow::Now) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(TimeOrNow::SpecificTime(t)) => match t.duration_since(SystemTime::UNIX_EPOCH) {
+            Ok(since) => libc::timespec {
+                tv_sec: since.as_secs() as i64,
+                tv_nsec: since.subsec_nanos() as i64,
+            },
+            // Before 1970. fuser 0.18 turns the kernel's (secs < 0, nsec) into
+            // EPOCH - (|secs| + nsec) (`system_time_from_time`, a TODO there), so the
+            // kernel's pair is read back as (-whole seconds, fraction).
+            Err(before) => {
+                let before = before.duration();
+                libc::timespec {
+                    tv_sec: -(before.as_secs() as i64),
+                    tv_nsec: before.subsec_nanos() as i64,
+                }
+            }
+        },
+    }
+}
+
+/// What a setattr request asks to change.
+pub(super) struct AttrChange {
+    pub(super) mode: Option<u32>,
+    pub(super) uid: Option<u32>,
+    pub(super) gid: Option<u32>,
+    pub(super) size: Option<u64>,
+    pub(super) atime: Option<TimeOrNow>,
+    pub(super) mtime: Option<TimeOrNow>,
+}
+
+impl Inner {
+    /// Applies a setattr: through the open handle when the kernel names one, else
+    /// through the inode (by `/proc/self/fd`, or by name for a symlink's own times).
+    fn set_attributes(
+        &self,
+        ino: INodeNo,
+        fh: Option<FileHandle>,
+        change: AttrChange,
+    ) -> SysResult<libc::stat> {
+        let inode = self.inodes.get(ino)?;
+        let handle = fh.and_then(|fh| self.handles.get(fh).ok());
+        let proc_path = sys::proc_path(inode.raw());
+        let is_symlink = sys::stat_fd(inode.raw())?.st_mode & libc::S_IFMT == libc::S_IFLNK;
+        if let Some(mode) = change.mode {
+            // SAFETY: plain syscalls on owned fds / valid C strings.
+            check(unsafe {
+                match &handle {
+                    Some(h) => libc::fchmod(h.raw(), mode & 0o7777),
+                    None => libc::chmod(proc_path.as_ptr(), mode & 0o7777),
+                }
+            })?;
+        }
+        if change.uid.is_some() || change.gid.is_some() {
+            let (uid, gid) = (
+                change.uid.unwrap_or(u32::MAX),
+                change.gid.unwrap_or(u32::MAX),
+            );
+            sys::chown_at(inode.raw(), c"", uid, gid)?;
+        }
+        if let Some(size) = change.size {
+            // SAFETY: as above.
+            check(unsafe {
+                match &handle {
+                    Some(h) => libc::ftruncate(h.raw(), size as i64),
+                    None => libc::truncate(proc_path.as_ptr(), size as i64),
+                }
+            })?;
+        }
+        if change.atime.is_some() || change.mtime.is_some() {
+            let times = [time_spec(change.atime), time_spec(change.mtime)];
+            let by_name = if is_symlink && handle.is_none() {
+                let (dir, name) = self.inodes.location(ino.0).ok_or(Errno::ESTALE)?;
+                Some((dir, sys::component(&name)?))
+            } else {
+                None
+            };
+            // SAFETY: times is a valid two-element array; C strings are valid.
+            check(unsafe {
+                match (&handle, &by_name) {
+                    (Some(h), _) => libc::futimens(h.raw(), times.as_ptr()),
+                    (None, Some((dir, name))) => libc::utimensat(
+                        dir.raw(),
+                        name.as_ptr(),
+                        times.as_ptr(),
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    ),
+                    (None, None) => {
+                        libc::utimensat(libc::AT_FDCWD, proc_path.as_ptr(), times.as_ptr(), 0)
+                    }
+                }
+            })?;
+        }
+        sys::stat_fd(inode.raw())
+    }
+}

@@ -1,0 +1,142 @@
+//! Directories: opendir, readdir (from a listing taken once per handle),
+//! releasedir and fsyncdir.
+
+use std::ffi::{CStr, OsStr};
+use std::os::unix::ffi::OsStrExt;
+
+use fuser::{
+    Errno, FileHandle, FopenFlags, INodeNo, ReplyDirectory, ReplyEmpty, ReplyOpen, Request,
+};
+use slowfs_faults::Op;
+
+use super::sys::{self, cvt, SysResult};
+use super::{file_type, Ask, SlowFs};
+use crate::stats::Outcome;
+
+pub(super) fn opendir(fs: &SlowFs, req: &Request, ino: INodeNo, reply: ReplyOpen) {
+    let inner = &fs.inner;
+    let path = inner.path_of(ino.0);
+    inner.serve(
+        Ask::new(req, Op::Opendir, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let result = inner
+                .inodes
+                .get(ino)
+                .and_then(|i| {
+                    inner.with_fds(|| {
+                        inner.without_atime(libc::O_RDONLY | libc::O_DIRECTORY, |flags| {
+                            sys::openat(i.raw(), c".", flags, 0)
+                        })
+                    })
+                })
+                .map(|fd| inner.handles.insert(fd, None));
+            done.respond(inner, result, |r, fh| {
+                r.opened(fh, FopenFlags::empty());
+            })
+        },
+    );
+}
+
+pub(super) fn readdir(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    fh: FileHandle,
+    offset: u64,
+    reply: ReplyDirectory,
+) {
+    let inner = &fs.inner;
+    let path = inner.path_of(ino.0);
+    inner.serve(
+        Ask::new(req, Op::Readdir, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let handle = match inner.handles.get(fh) {
+                Ok(handle) => handle,
+                Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
+            };
+            let mut listing = handle.listing.lock().unwrap();
+            if offset == 0 || !listing.filled {
+                if let Err(errno) = fill_listing(handle.raw(), &mut listing) {
+                    drop(listing);
+                    return done.respond(inner, Err::<(), _>(errno), |_, ()| {});
+                }
+            }
+            let mut reply = done.record(inner, Outcome::default());
+            for (i, (entry_ino, kind, name)) in
+                listing.entries.iter().enumerate().skip(offset as usize)
+            {
+                let shown = inner.inodes.entry_number(*entry_ino);
+                if reply.add(INodeNo(shown), i as u64 + 1, *kind, name) {
+                    break;
+                }
+            }
+            reply.ok();
+        },
+    );
+}
+
+pub(super) fn releasedir(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    fh: FileHandle,
+    reply: ReplyEmpty,
+) {
+    fs.close_handle(req, Op::Releasedir, ino, fh, reply);
+}
+
+pub(super) fn fsyncdir(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    fh: FileHandle,
+    datasync: bool,
+    reply: ReplyEmpty,
+) {
+    fs.sync(req, Op::Fsyncdir, ino, fh, datasync, reply);
+}
+
+/// Reads a whole directory through a duplicate of `fd`, from the start.
+fn fill_listing(fd: i32, listing: &mut super::handles::Listing) -> SysResult<()> {
+    // SAFETY: rewinding and duplicating an fd we own.
+    cvt(unsafe { libc::lseek(fd, 0, libc::SEEK_SET) })?;
+    let copy = cvt(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) })?;
+    // SAFETY: the duplicate is ours; fdopendir takes it over and closedir closes it.
+    let dir = unsafe { libc::fdopendir(copy) };
+    if dir.is_null() {
+        unsafe { libc::close(copy) };
+        return Err(Errno::EIO);
+    }
+    listing.entries.clear();
+    loop {
+        // SAFETY: dir is a valid DIR*; the entry is copied before the next call.
+        let entry = unsafe { libc::readdir64(dir) };
+        if entry.is_null() {
+            break;
+        }
+        let entry = unsafe { &*entry };
+        let name = unsafe { CStr::from_ptr(entry.d_name.as_ptr()) };
+        let kind = match entry.d_type {
+            libc::DT_DIR => fuser::FileType::Directory,
+            libc::DT_LNK => fuser::FileType::Symlink,
+            libc::DT_FIFO => fuser::FileType::NamedPipe,
+            libc::DT_SOCK => fuser::FileType::Socket,
+            libc::DT_CHR => fuser::FileType::CharDevice,
+            libc::DT_BLK => fuser::FileType::BlockDevice,
+            libc::DT_REG => fuser::FileType::RegularFile,
+            _ => file_type(0),
+        };
+        listing.entries.push((
+            entry.d_ino,
+            kind,
+            OsStr::from_bytes(name.to_bytes()).to_os_string(),
+        ));
+    }
+    unsafe { libc::closedir(dir) };
+    listing.filled = true;
+    Ok(())
+}

@@ -1,0 +1,421 @@
+//! Names: lookup, the calls that make and remove entries (mknod, mkdir,
+//! symlink, link, unlink, rmdir, rename) and readlink.
+
+use std::ffi::{CStr, CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use fuser::{Errno, INodeNo, RenameFlags, ReplyData, ReplyEmpty, ReplyEntry, Request};
+use slowfs_faults::durability::{LogOp, NodeKind};
+use slowfs_faults::Op;
+
+use super::filesystem::GENERATION;
+use super::inodes::Node;
+use super::sys::{self, check, Caller, SysResult};
+use super::{attr, Ask, Inner, SlowFs};
+use crate::stats::Outcome;
+
+pub(super) fn lookup(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    let inner = &fs.inner;
+    let path = inner.child_path(parent.0, name);
+    let name = name.to_os_string();
+    inner.serve(
+        Ask::new(req, Op::Lookup, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let result = inner
+                .inodes
+                .get(parent)
+                .and_then(|dir| inner.entry(parent.0, &dir, &name));
+            let ttl = inner.ttl();
+            match result {
+                // A missing name is cached as missing (a negative entry) as
+                // long as an existing one is cached: the create that usually
+                // follows skips a lookup round trip.
+                Err(fuser::Errno::ENOENT) if !ttl.is_zero() => {
+                    let failed = Outcome {
+                        bytes: 0,
+                        failed: true,
+                    };
+                    // SAFETY: a stat is plain old data; all zeroes is valid.
+                    let none: libc::stat = unsafe { std::mem::zeroed() };
+                    done.record(inner, failed).entry_with_ttls(
+                        &std::time::Duration::ZERO,
+                        &ttl,
+                        &attr(0, &none),
+                        GENERATION,
+                    );
+                }
+                result => done.respond(inner, result, |r, a| {
+                    let attr_ttl = inner.attr_ttl(a.ino.0);
+                    r.entry_with_ttls(&attr_ttl, &ttl, &a, GENERATION);
+                }),
+            }
+        },
+    );
+}
+
+pub(super) fn readlink(fs: &SlowFs, req: &Request, ino: INodeNo, reply: ReplyData) {
+    let inner = &fs.inner;
+    let path = inner.path_of(ino.0);
+    inner.serve(
+        Ask::new(req, Op::Readlink, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let result = inner
+                .inodes
+                .get(ino)
+                .and_then(|i| sys::readlink_fd(i.raw()));
+            done.respond(inner, result, |r, target| {
+                r.data(&target);
+            })
+        },
+    );
+}
+
+#[allow(clippy::too_many_arguments)] // the request's fields, as fuser passes them
+pub(super) fn mknod(
+    fs: &SlowFs,
+    req: &Request,
+    parent: INodeNo,
+    name: &OsStr,
+    mode: u32,
+    umask: u32,
+    rdev: u32,
+    reply: ReplyEntry,
+) {
+    let inner = &fs.inner;
+    let path = inner.child_path(parent.0, name);
+    let name = name.to_os_string();
+    let caller = Caller::of(req);
+    inner.serve(
+        Ask::new(req, Op::Mknod, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let result = (|| {
+                let dir = inner.inodes.get(parent)?;
+                let cname = sys::component(&name)?;
+                sys::with_umask(inner.create_mask(umask), || {
+                    sys::mknod_at(dir.raw(), &cname, mode, rdev as u64)
+                })?;
+                inner.adopt(&dir, &cname, caller, mode, mode & libc::S_IFMT)?;
+                inner
+                    .entry(parent.0, &dir, &name)
+                    .inspect(|a| inner.record_created(parent.0, &name, a, NodeKind::File))
+            })();
+            let ttl = inner.ttl();
+            done.respond(inner, result, |r, a| {
+                r.entry(&ttl, &a, GENERATION);
+            })
+        },
+    );
+}
+
+pub(super) fn mkdir(
+    fs: &SlowFs,
+    req: &Request,
+    parent: INodeNo,
+    name: &OsStr,
+    mode: u32,
+    umask: u32,
+    reply: ReplyEntry,
+) {
+    let inner = &fs.inner;
+    let path = inner.child_path(parent.0, name);
+    let name = name.to_os_string();
+    let caller = Caller::of(req);
+    inner.serve(
+        Ask::new(req, Op::Mkdir, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let result = (|| {
+                let dir = inner.inodes.get(parent)?;
+                let cname = sys::component(&name)?;
+                sys::with_umask(inner.create_mask(umask), || {
+                    sys::mkdir_at(dir.raw(), &cname, mode)
+                })?;
+                inner.adopt(&dir, &cname, caller, mode, libc::S_IFDIR)?;
+                inner
+                    .entry(parent.0, &dir, &name)
+                    .inspect(|a| inner.record_created(parent.0, &name, a, NodeKind::Dir))
+            })();
+            let ttl = inner.ttl();
+            done.respond(inner, result, |r, a| {
+                r.entry(&ttl, &a, GENERATION);
+            })
+        },
+    );
+}
+
+pub(super) fn unlink(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fs.remove(req, Op::Unlink, parent, name, 0, reply);
+}
+
+pub(super) fn rmdir(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fs.remove(req, Op::Rmdir, parent, name, libc::AT_REMOVEDIR, reply);
+}
+
+pub(super) fn symlink(
+    fs: &SlowFs,
+    req: &Request,
+    parent: INodeNo,
+    link_name: &OsStr,
+    target: &Path,
+    reply: ReplyEntry,
+) {
+    let inner = &fs.inner;
+    let path = inner.child_path(parent.0, link_name);
+    let name = link_name.to_os_string();
+    let target = target.as_os_str().to_os_string();
+    let caller = Caller::of(req);
+    inner.serve(
+        Ask::new(req, Op::Symlink, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let result = (|| {
+                let dir = inner.inodes.get(parent)?;
+                let cname = sys::component(&name)?;
+                let target = CString::new(target.as_bytes()).map_err(|_| Errno::EINVAL)?;
+                sys::symlink_at(&target, dir.raw(), &cname)?;
+                inner.adopt(&dir, &cname, caller, 0o777, libc::S_IFLNK)?;
+                inner.entry(parent.0, &dir, &name).inspect(|a| {
+                    let target = String::from_utf8_lossy(target.as_bytes()).into_owned();
+                    inner.record_created(parent.0, &name, a, NodeKind::Symlink(target))
+                })
+            })();
+            let ttl = inner.ttl();
+            done.respond(inner, result, |r, a| {
+                r.entry(&ttl, &a, GENERATION);
+            })
+        },
+    );
+}
+
+#[allow(clippy::too_many_arguments)] // the request's fields, as fuser passes them
+pub(super) fn rename(
+    fs: &SlowFs,
+    req: &Request,
+    parent: INodeNo,
+    name: &OsStr,
+    newparent: INodeNo,
+    newname: &OsStr,
+    flags: RenameFlags,
+    reply: ReplyEmpty,
+) {
+    let inner = &fs.inner;
+    let path = inner.child_path(parent.0, name);
+    let (name, newname) = (name.to_os_string(), newname.to_os_string());
+    inner.serve(
+        Ask::new(req, Op::Rename, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let result = (|| {
+                let from = inner.inodes.get(parent)?;
+                let to = inner.inodes.get(newparent)?;
+                let (cname, cnew) = (sys::component(&name)?, sys::component(&newname)?);
+                let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
+                // A file renamed over loses the name it is reopened by: keep its fd.
+                let displaced = (!exchange)
+                    .then(|| inner.inodes.at(newparent.0, &newname))
+                    .flatten()
+                    .and_then(|ino| inner.inodes.get(INodeNo(ino)).ok());
+                // What moves, for the log: looked up before the names change.
+                let moving = inner.recording().then(|| {
+                    let node = sys::stat_at(from.raw(), &cname, 0).ok()?.st_ino;
+                    let other = exchange
+                        .then(|| sys::stat_at(to.raw(), &cnew, 0).ok().map(|st| st.st_ino))
+                        .flatten();
+                    Some((node, other))
+                });
+                sys::rename_at(from.raw(), &cname, to.raw(), &cnew, flags.bits())?;
+                inner.record(|| {
+                    let (node, exchanged) = moving.flatten()?;
+                    Some(LogOp::Rename {
+                        from_dir: from.key.1,
+                        from_name: name.to_string_lossy().into_owned(),
+                        to_dir: to.key.1,
+                        to_name: newname.to_string_lossy().into_owned(),
+                        node,
+                        exchanged,
+                    })
+                });
+                if let Some(displaced) = displaced {
+                    inner.inodes.pin(&displaced);
+                }
+                inner
+                    .inodes
+                    .renamed((parent.0, &name), (newparent.0, &newname), exchange);
+                Ok(())
+            })();
+            done.respond(inner, result, |r, ()| {
+                r.ok();
+            })
+        },
+    );
+}
+
+pub(super) fn link(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    newparent: INodeNo,
+    newname: &OsStr,
+    reply: ReplyEntry,
+) {
+    let inner = &fs.inner;
+    let path = inner.child_path(newparent.0, newname);
+    let newname = newname.to_os_string();
+    inner.serve(
+        Ask::new(req, Op::Link, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let result = (|| {
+                let inode = inner.inodes.get(ino)?;
+                let dir = inner.inodes.get(newparent)?;
+                let cname = sys::component(&newname)?;
+                sys::link_fd_at(inode.raw(), dir.raw(), &cname)?;
+                inner.entry(newparent.0, &dir, &newname).inspect(|_| {
+                    inner.record(|| {
+                        Some(LogOp::Link {
+                            dir: inner.node(newparent.0)?,
+                            name: newname.to_string_lossy().into_owned(),
+                            node: inner.node(ino.0)?,
+                        })
+                    })
+                })
+            })();
+            let ttl = inner.ttl();
+            done.respond(inner, result, |r, a| {
+                r.entry(&ttl, &a, GENERATION);
+            })
+        },
+    );
+}
+
+impl SlowFs {
+    pub(super) fn remove(
+        &self,
+        req: &Request,
+        op: Op,
+        parent: INodeNo,
+        name: &OsStr,
+        flags: i32,
+        reply: ReplyEmpty,
+    ) {
+        let inner = &self.inner;
+        let path = inner.child_path(parent.0, name);
+        let name = name.to_os_string();
+        inner.serve(
+            Ask::new(req, op, &path),
+            &[],
+            reply,
+            move |inner, done, _, _| {
+                let result = inner.inodes.get(parent).and_then(|dir| {
+                    let cname = sys::component(&name)?;
+                    // The inode loses the name it is reopened by: keep its fd.
+                    let victim = inner.inodes.at(parent.0, &name).map(INodeNo);
+                    let victim = victim.and_then(|ino| inner.inodes.get(ino).ok());
+                    sys::unlink_at(dir.raw(), &cname, flags)?;
+                    if let Some(victim) = victim {
+                        inner.inodes.pin(&victim);
+                    }
+                    inner.record(|| {
+                        Some(LogOp::Remove {
+                            dir: dir.key.1,
+                            name: name.to_string_lossy().into_owned(),
+                        })
+                    });
+                    Ok(())
+                });
+                done.respond(inner, result, |r, ()| {
+                    r.ok();
+                })
+            },
+        );
+    }
+}
+
+impl Inner {
+    /// Looks `name` up in `parent` and registers the inode: the reply of lookup,
+    /// mkdir, mknod, symlink and link.
+    pub(super) fn entry(
+        &self,
+        parent: u64,
+        dir: &Node,
+        name: &OsStr,
+    ) -> SysResult<fuser::FileAttr> {
+        let cname = sys::component(name)?;
+        let fd =
+            self.with_fds(|| sys::openat(dir.raw(), &cname, libc::O_PATH | libc::O_NOFOLLOW, 0))?;
+        let st = sys::stat_fd(sys::raw(&fd))?;
+        let ino = self
+            .inodes
+            .remember(parent, name.to_os_string(), fd, (st.st_dev, st.st_ino));
+        Ok(attr(ino, &st))
+    }
+}
+
+impl Inner {
+    /// Gives a new node in `dir` to the caller and the exact mode asked for: the
+    /// daemon creates as itself, so ownership and masked mode bits are fixed up here.
+    pub(super) fn adopt(
+        &self,
+        dir: &Node,
+        name: &CStr,
+        caller: Caller,
+        mode: u32,
+        kind: u32,
+    ) -> SysResult<()> {
+        let parent = sys::stat_fd(dir.raw())?;
+        let inherit_gid = parent.st_mode & libc::S_ISGID != 0;
+        // SAFETY: plain id queries.
+        let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let gid = if inherit_gid { u32::MAX } else { caller.gid };
+        if caller.uid != euid || (gid != u32::MAX && gid != egid) {
+            sys::chown_at(dir.raw(), name, caller.uid, gid)?;
+        }
+        if kind == libc::S_IFLNK {
+            return Ok(());
+        }
+        // The chown cleared the set-ID bits asked for: put them back on the
+        // permission bits the umask or default ACL left.
+        let special = libc::S_ISUID | libc::S_ISGID | libc::S_ISVTX;
+        if mode & special != 0 {
+            let now = sys::stat_at(dir.raw(), name, 0)?.st_mode;
+            let mut mode = (now & 0o777) | (mode & special);
+            if kind == libc::S_IFDIR && inherit_gid {
+                mode |= libc::S_ISGID;
+            }
+            // SAFETY: plain syscall with a valid C string.
+            check(unsafe { libc::fchmodat(dir.raw(), name.as_ptr(), mode, 0) })?;
+        }
+        Ok(())
+    }
+}
+
+impl Inner {
+    /// Logs a node created under `parent/name` (on a recording mount).
+    pub(super) fn record_created(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        attr: &fuser::FileAttr,
+        kind: NodeKind,
+    ) {
+        self.record(|| {
+            Some(LogOp::Create {
+                dir: self.node(parent)?,
+                name: name.to_string_lossy().into_owned(),
+                node: self.node(attr.ino.0)?,
+                kind,
+            })
+        });
+    }
+}

@@ -1,0 +1,507 @@
+//! File data: open and create (with the kernel-passthrough choice), read, write,
+//! flush, release, fsync, fallocate, lseek and copy_file_range.
+
+use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
+
+use fuser::{
+    Errno, FileHandle, FopenFlags, INodeNo, OpenFlags, ReplyCreate, ReplyData, ReplyEmpty,
+    ReplyLseek, ReplyOpen, ReplyWrite, Request, WriteFlags,
+};
+use slowfs_faults::durability::{LogOp, NodeKind};
+use slowfs_faults::{FsyncFailure, Op};
+
+use super::filesystem::GENERATION;
+use super::sys::{self, check, cvt, Caller};
+use super::{lies, Ask, Inner, SlowFs};
+use crate::stats::Outcome;
+
+pub(super) fn open(fs: &SlowFs, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    let inner = &fs.inner;
+    let path = inner.path_of(ino.0);
+    let fopen = inner.open_flags(&path);
+    let passthrough = inner.passthrough_for(&path);
+    let caller = Caller::of(req);
+    inner.serve(
+        Ask::new(req, Op::Open, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let truncate = flags.0 & libc::O_TRUNC != 0;
+            let opened = inner.inodes.get(ino).and_then(|inode| {
+                let fd = inner.with_fds(|| {
+                    inner.without_atime(backing_flags(flags.0, inner.writeback()), |flags| {
+                        sys::reopen(inode.raw(), flags)
+                    })
+                })?;
+                if truncate && sys::drop_privileges(sys::raw(&fd), caller)? {
+                    inner.attributes_changed(ino.0);
+                }
+                // Writes to a set-ID file must reach the daemon, which drops the bits
+                // (asked only when passthrough is on the table: a stat per open).
+                let privileged =
+                    passthrough && sys::is_privileged(sys::stat_fd(sys::raw(&fd))?.st_mode);
+                Ok((inode, fd, privileged))
+            });
+            let (inode, fd, privileged) = match opened {
+                Ok(opened) => opened,
+                Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
+            };
+            if truncate {
+                inner.record(|| {
+                    Some(LogOp::SetLen {
+                        node: inner.node(ino.0)?,
+                        len: 0,
+                    })
+                });
+            }
+            let reply = done.record(inner, Outcome::default());
+            let backing = (passthrough && !privileged)
+                .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
+                .flatten();
+            let fh = inner.handles.insert(fd, backing.clone());
+            match backing {
+                Some(id) => {
+                    let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+                    inner.opened_passthrough(fh.0, ino.0, write);
+                    reply.opened_passthrough(fh, FopenFlags::empty(), &id)
+                }
+                None => reply.opened(fh, fopen),
+            }
+        },
+    );
+}
+
+pub(super) fn read(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    fh: FileHandle,
+    offset: u64,
+    size: u32,
+    reply: ReplyData,
+) {
+    let inner = &fs.inner;
+    let path = inner.path_of(ino.0);
+    inner.serve(
+        Ask::new(req, Op::Read, &path).moving(size as u64),
+        &[],
+        reply,
+        move |inner, done, effects, _| {
+            let len = effects.short_to.map_or(size as usize, |s| s as usize);
+            let result = inner
+                .handles
+                .get(fh)
+                .and_then(|h| sys::pread(h.raw(), len, offset))
+                .map(|data| lies::lie_about_read(&effects, inner, ino.0, offset, data));
+            done.respond_moved(
+                inner,
+                result,
+                |buf| buf.len() as u64,
+                |r, buf| {
+                    r.data(&buf);
+                },
+            )
+        },
+    );
+}
+
+#[allow(clippy::too_many_arguments)] // the request's fields, as fuser passes them
+pub(super) fn write(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    fh: FileHandle,
+    offset: u64,
+    data: &[u8],
+    write_flags: WriteFlags,
+    reply: ReplyWrite,
+) {
+    let inner = &fs.inner;
+    let path = inner.path_of(ino.0);
+    let len = data.len() as u64;
+    let caller = Caller::of(req);
+    inner.serve(
+        Ask::new(req, Op::Write, &path)
+            .moving(len)
+            .write_back(write_flags.contains(WriteFlags::FUSE_WRITE_CACHE)),
+        data,
+        reply,
+        move |inner, done, effects, data| {
+            let data = &data[..effects.short_to.map_or(data.len(), |s| s as usize)];
+            let mut dropped = false;
+            let result = inner.handles.get(fh).and_then(|h| {
+                if effects.lose {
+                    // Acknowledged, never applied (nor recorded).
+                    return Ok(data.len());
+                }
+                if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                    dropped = sys::drop_privileges(h.raw(), caller)?;
+                }
+                let n = sys::pwrite(h.raw(), data, offset)?;
+                inner.record(|| {
+                    Some(LogOp::Write {
+                        node: inner.node(ino.0)?,
+                        offset: sys::written_at(h.raw(), offset, n),
+                        data: data[..n].to_vec(),
+                    })
+                });
+                Ok(n)
+            });
+            done.respond_moved(
+                inner,
+                result,
+                |n| *n as u64,
+                |r, n| {
+                    r.written(n as u32);
+                },
+            );
+            if dropped {
+                inner.attributes_changed(ino.0);
+            }
+        },
+    );
+}
+
+pub(super) fn flush(fs: &SlowFs, req: &Request, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
+    let inner = &fs.inner;
+    let path = inner.path_of(ino.0);
+    inner.serve(
+        Ask::new(req, Op::Flush, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            // close(dup(fd)): what close(2) would do on the backing file (NFS-style
+            // backing filesystems report write-back errors here), without closing ours.
+            let result = inner.handles.get(fh).and_then(|h| {
+                // SAFETY: dup of an fd we own; the copy is closed at once.
+                let copy = cvt(unsafe { libc::dup(h.raw()) })?;
+                check(unsafe { libc::close(copy) })
+            });
+            done.respond(inner, result, |r, ()| {
+                r.ok();
+            })
+        },
+    );
+}
+
+pub(super) fn release(fs: &SlowFs, req: &Request, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
+    fs.close_handle(req, Op::Release, ino, fh, reply);
+}
+
+pub(super) fn fsync(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    fh: FileHandle,
+    datasync: bool,
+    reply: ReplyEmpty,
+) {
+    fs.sync(
+        req,
+        if datasync { Op::Fdatasync } else { Op::Fsync },
+        ino,
+        fh,
+        datasync,
+        reply,
+    );
+}
+
+#[allow(clippy::too_many_arguments)] // the request's fields, as fuser passes them
+pub(super) fn create(
+    fs: &SlowFs,
+    req: &Request,
+    parent: INodeNo,
+    name: &OsStr,
+    mode: u32,
+    umask: u32,
+    flags: i32,
+    reply: ReplyCreate,
+) {
+    let inner = &fs.inner;
+    let path = inner.child_path(parent.0, name);
+    let fopen = inner.open_flags(&path);
+    let passthrough = inner.passthrough_for(&path);
+    let name = name.to_os_string();
+    let caller = Caller::of(req);
+    inner.serve(
+        Ask::new(req, Op::Create, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let result = (|| {
+                let dir = inner.inodes.get(parent)?;
+                let cname = sys::component(&name)?;
+                let fd: OwnedFd = inner.with_fds(|| {
+                    sys::with_umask(inner.create_mask(umask), || {
+                        let flags = backing_flags(flags, inner.writeback())
+                            | libc::O_CREAT
+                            | libc::O_NOFOLLOW;
+                        inner.without_atime(flags, |flags| {
+                            sys::openat(dir.raw(), &cname, flags, mode)
+                        })
+                    })
+                })?;
+                inner.adopt(&dir, &cname, caller, mode, libc::S_IFREG)?;
+                let attr = inner.entry(parent.0, &dir, &name)?;
+                inner.record_created(parent.0, &name, &attr, NodeKind::File);
+                Ok((attr, inner.inodes.get(attr.ino)?, fd))
+            })();
+            let (attr, inode, fd) = match result {
+                Ok(created) => created,
+                Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
+            };
+            let reply = done.record(inner, Outcome::default());
+            let backing = (passthrough && !sys::is_privileged(mode))
+                .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
+                .flatten();
+            let fh = inner.handles.insert(fd, backing.clone());
+            if backing.is_some() {
+                let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
+                inner.opened_passthrough(fh.0, attr.ino.0, write);
+            }
+            // After the handle is counted: a passthrough writer's attributes
+            // are not cached.
+            let ttl = inner.attr_ttl(attr.ino.0);
+            match backing {
+                Some(id) => {
+                    reply.created_passthrough(&ttl, &attr, GENERATION, fh, FopenFlags::empty(), &id)
+                }
+                None => reply.created(&ttl, &attr, GENERATION, fh, fopen),
+            }
+        },
+    );
+}
+
+#[allow(clippy::too_many_arguments)] // the request's fields, as fuser passes them
+pub(super) fn fallocate(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    fh: FileHandle,
+    offset: u64,
+    length: u64,
+    mode: i32,
+    reply: ReplyEmpty,
+) {
+    let inner = &fs.inner;
+    let path = inner.path_of(ino.0);
+    let caller = Caller::of(req);
+    inner.serve(
+        Ask::new(req, Op::Fallocate, &path).moving(length),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let mut dropped = false;
+            let result = inner.handles.get(fh).and_then(|h| {
+                // Like a write, an allocation by a caller without CAP_FSETID drops
+                // set-ID bits (the kernel leaves it to us under KILLPRIV_V2).
+                dropped = sys::drop_privileges(h.raw(), caller)?;
+                sys::fallocate(h.raw(), mode, offset, length)?;
+                inner.record(|| {
+                    let node = inner.node(ino.0)?;
+                    let size = sys::stat_fd(h.raw()).ok()?.st_size as u64;
+                    if mode & (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE) != 0 {
+                        let end = (offset + length).min(size);
+                        let data = vec![0; end.saturating_sub(offset) as usize];
+                        Some(LogOp::Write { node, offset, data })
+                    } else {
+                        Some(LogOp::SetLen { node, len: size })
+                    }
+                });
+                Ok(())
+            });
+            done.respond(inner, result, |r, ()| {
+                r.ok();
+            });
+            if dropped {
+                inner.attributes_changed(ino.0);
+            }
+        },
+    );
+}
+
+pub(super) fn lseek(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    fh: FileHandle,
+    offset: i64,
+    whence: i32,
+    reply: ReplyLseek,
+) {
+    let inner = &fs.inner;
+    let path = inner.path_of(ino.0);
+    inner.serve(
+        Ask::new(req, Op::Lseek, &path),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let result = inner.handles.get(fh).and_then(|h| {
+                // Reads use pread: moving this fd's position changes nothing else.
+                sys::lseek(h.raw(), offset, whence)
+            });
+            done.respond(inner, result, |r, pos| {
+                r.offset(pos);
+            })
+        },
+    );
+}
+
+#[allow(clippy::too_many_arguments)] // the request's fields, as fuser passes them
+pub(super) fn copy_file_range(
+    fs: &SlowFs,
+    req: &Request,
+    ino_in: INodeNo,
+    fh_in: FileHandle,
+    offset_in: u64,
+    ino_out: INodeNo,
+    fh_out: FileHandle,
+    offset_out: u64,
+    len: u64,
+    reply: ReplyWrite,
+) {
+    let inner = &fs.inner;
+    let path = inner.path_of(ino_in.0);
+    inner.serve(
+        Ask::new(req, Op::CopyFileRange, &path).moving(len),
+        &[],
+        reply,
+        move |inner, done, effects, _| {
+            let len = effects.short_to.unwrap_or(len) as usize;
+            let result = (|| {
+                let (src, dst) = (inner.handles.get(fh_in)?, inner.handles.get(fh_out)?);
+                let (mut off_in, mut off_out) = (offset_in as i64, offset_out as i64);
+                // SAFETY: plain syscall on fds we own with valid offset pointers.
+                let n = cvt(unsafe {
+                    libc::copy_file_range(src.raw(), &mut off_in, dst.raw(), &mut off_out, len, 0)
+                })?;
+                inner.record(|| {
+                    Some(LogOp::Write {
+                        node: inner.node(ino_out.0)?,
+                        offset: offset_out,
+                        data: sys::pread(dst.raw(), n as usize, offset_out).ok()?,
+                    })
+                });
+                Ok(n)
+            })();
+            done.respond_moved(
+                inner,
+                result,
+                |n| *n as u64,
+                |r, n| {
+                    r.written(n as u32);
+                },
+            )
+        },
+    );
+}
+
+/// Flags for the backing open: the caller's, minus those that only make sense to
+/// the kernel's side (O_DIRECT would demand aligned daemon buffers). With the
+/// writeback cache the kernel may read to fill a page of a write-only file, and it
+/// places appends itself, so the backing fd is read-write and never O_APPEND.
+fn backing_flags(flags: i32, writeback: bool) -> i32 {
+    let flags = flags & !(libc::O_DIRECT | libc::O_NOCTTY);
+    if !writeback {
+        return flags;
+    }
+    let flags = flags & !libc::O_APPEND;
+    if flags & libc::O_ACCMODE == libc::O_WRONLY {
+        (flags & !libc::O_ACCMODE) | libc::O_RDWR
+    } else {
+        flags
+    }
+}
+
+impl SlowFs {
+    /// release / releasedir: the handle (and its backing fd) goes.
+    pub(super) fn close_handle(
+        &self,
+        req: &Request,
+        op: Op,
+        ino: INodeNo,
+        fh: FileHandle,
+        reply: ReplyEmpty,
+    ) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Ask::new(req, op, &path),
+            &[],
+            reply,
+            move |inner, done, _, _| {
+                inner.handles.remove(fh);
+                inner.released(fh.0);
+                done.record(inner, Outcome::default()).ok();
+            },
+        );
+    }
+}
+
+impl SlowFs {
+    pub(super) fn sync(
+        &self,
+        req: &Request,
+        op: Op,
+        ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let inner = &self.inner;
+        let path = inner.path_of(ino.0);
+        inner.serve(
+            Ask::new(req, op, &path),
+            &[],
+            reply,
+            move |inner, done, effects, _| {
+                let result = inner.handles.get(fh).and_then(|h| {
+                    if let Some(FsyncFailure { errno, evict }) = effects.fsync_fail {
+                        if let Some(errno) =
+                            inner.fail_write_back(ino.0, fh.0, h.raw(), errno, evict)
+                        {
+                            return Err(errno);
+                        }
+                    }
+                    sys::sync(h.raw(), datasync)?;
+                    inner.record(|| {
+                        let node = inner.node(ino.0)?;
+                        Some(if op == Op::Fsyncdir {
+                            LogOp::FsyncDir { dir: node }
+                        } else {
+                            LogOp::Fsync { node }
+                        })
+                    });
+                    // errseq: a write-back error another description hit is
+                    // reported once here, after this fsync's own write-back.
+                    if h.unreported_write_back_error
+                        .swap(false, std::sync::atomic::Ordering::SeqCst)
+                    {
+                        return Err(Errno::EIO);
+                    }
+                    Ok(())
+                });
+                done.respond(inner, result, |r, ()| {
+                    r.ok();
+                })
+            },
+        );
+    }
+}
+
+impl Inner {
+    /// Whether reads and writes of this file must bypass the page cache, so that
+    /// every one reaches the rules and short counts reach the caller.
+    pub(super) fn open_flags(&self, path: &str) -> FopenFlags {
+        // Under the crash model every byte must reach the log and come back from
+        // the (possibly crashed) backing tree, so nothing is cached.
+        if self.crash.is_some() || self.plan.touches_data_path(path) {
+            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+        } else {
+            // Cached pages survive reopening; FUSE_AUTO_INVAL_DATA drops them when the
+            // backing file's size or mtime changes behind the mount's back.
+            FopenFlags::FOPEN_KEEP_CACHE
+        }
+    }
+}

@@ -86,31 +86,14 @@ pub(super) fn mknod(
     rdev: u32,
     reply: ReplyEntry,
 ) {
-    let inner = &fs.inner;
-    let path = inner.child_path(parent.0, name);
-    let name = name.to_os_string();
-    let caller = Caller::of(req);
-    inner.serve(
-        Ask::new(req, Op::Mknod, &path),
-        &[],
+    make(
+        fs,
+        req,
+        parent,
+        name,
+        umask,
+        NewNode::Special { mode, rdev },
         reply,
-        move |inner, done, _, _| {
-            let result = (|| {
-                let dir = inner.inodes.get(parent)?;
-                let cname = sys::component(&name)?;
-                sys::with_umask(inner.create_mask(umask), || {
-                    sys::mknod_at(dir.raw(), &cname, mode, rdev as u64)
-                })?;
-                inner.adopt(&dir, &cname, caller, mode, mode & libc::S_IFMT)?;
-                inner
-                    .entry(parent.0, &dir, &name)
-                    .inspect(|a| inner.record_created(parent.0, &name, a, NodeKind::File))
-            })();
-            let ttl = inner.ttl();
-            done.respond(inner, result, |r, a| {
-                r.entry(&ttl, &a, GENERATION);
-            })
-        },
     );
 }
 
@@ -123,25 +106,88 @@ pub(super) fn mkdir(
     umask: u32,
     reply: ReplyEntry,
 ) {
+    make(fs, req, parent, name, umask, NewNode::Dir { mode }, reply);
+}
+
+/// What mknod and mkdir make.
+#[derive(Debug, Clone, Copy)]
+enum NewNode {
+    /// A file, FIFO, socket or device node (`mode` carries the type).
+    Special {
+        mode: u32,
+        rdev: u32,
+    },
+    Dir {
+        mode: u32,
+    },
+}
+
+impl NewNode {
+    fn op(self) -> Op {
+        match self {
+            NewNode::Special { .. } => Op::Mknod,
+            NewNode::Dir { .. } => Op::Mkdir,
+        }
+    }
+
+    fn mode(self) -> u32 {
+        match self {
+            NewNode::Special { mode, .. } | NewNode::Dir { mode } => mode,
+        }
+    }
+
+    /// The `S_IFMT` bits of what is made.
+    fn file_type(self) -> u32 {
+        match self {
+            NewNode::Special { mode, .. } => mode & libc::S_IFMT,
+            NewNode::Dir { .. } => libc::S_IFDIR,
+        }
+    }
+
+    /// What the crash model's log calls it.
+    fn kind(self) -> NodeKind {
+        match self {
+            NewNode::Special { .. } => NodeKind::File,
+            NewNode::Dir { .. } => NodeKind::Dir,
+        }
+    }
+
+    fn make_at(self, dir: std::os::fd::RawFd, name: &CStr) -> SysResult<()> {
+        match self {
+            NewNode::Special { mode, rdev } => sys::mknod_at(dir, name, mode, rdev as u64),
+            NewNode::Dir { mode } => sys::mkdir_at(dir, name, mode),
+        }
+    }
+}
+
+/// mknod and mkdir: makes `node` under the caller's umask, gives it to the
+/// caller, registers and records it.
+fn make(
+    fs: &SlowFs,
+    req: &Request,
+    parent: INodeNo,
+    name: &OsStr,
+    umask: u32,
+    node: NewNode,
+    reply: ReplyEntry,
+) {
     let inner = &fs.inner;
     let path = inner.child_path(parent.0, name);
     let name = name.to_os_string();
     let caller = Caller::of(req);
     inner.serve(
-        Ask::new(req, Op::Mkdir, &path),
+        Ask::new(req, node.op(), &path),
         &[],
         reply,
         move |inner, done, _, _| {
             let result = (|| {
                 let dir = inner.inodes.get(parent)?;
                 let cname = sys::component(&name)?;
-                sys::with_umask(inner.create_mask(umask), || {
-                    sys::mkdir_at(dir.raw(), &cname, mode)
-                })?;
-                inner.adopt(&dir, &cname, caller, mode, libc::S_IFDIR)?;
+                sys::with_umask(inner.create_mask(umask), || node.make_at(dir.raw(), &cname))?;
+                inner.adopt(&dir, &cname, caller, node.mode(), node.file_type())?;
                 inner
                     .entry(parent.0, &dir, &name)
-                    .inspect(|a| inner.record_created(parent.0, &name, a, NodeKind::Dir))
+                    .inspect(|a| inner.record_created(parent.0, &name, a, node.kind()))
             })();
             let ttl = inner.ttl();
             done.respond(inner, result, |r, a| {

@@ -358,3 +358,78 @@ pub fn atime_clone(dir: &std::path::Path, atime: u64, nodiratime: bool) -> SysRe
     })?;
     Ok(tree)
 }
+
+/// The backing-syscall layer on a plain temporary directory, no FUSE: what the
+/// handlers rely on (results, errnos, confinement to single components).
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir() -> (tempfile::TempDir, OwnedFd) {
+        let tmp = tempfile::tempdir().unwrap();
+        let fd = openat(
+            libc::AT_FDCWD,
+            &CString::new(tmp.path().as_os_str().as_bytes()).unwrap(),
+            libc::O_PATH | libc::O_DIRECTORY,
+            0,
+        )
+        .unwrap();
+        (tmp, fd)
+    }
+
+    #[test]
+    fn components_refuse_what_could_walk_out() {
+        for bad in ["", ".", "..", "a/b", "/"] {
+            assert_eq!(component(OsStr::new(bad)), Err(Errno::EINVAL), "{bad:?}");
+        }
+        assert_eq!(
+            component(OsStr::new("a b ü")).unwrap().as_bytes(),
+            "a b ü".as_bytes()
+        );
+    }
+
+    #[test]
+    fn entries_are_made_renamed_linked_and_removed_by_name() {
+        let (tmp, d) = dir();
+        let d = raw(&d);
+        mkdir_at(d, c"sub", 0o755).unwrap();
+        assert_eq!(mkdir_at(d, c"sub", 0o755), Err(Errno::EEXIST));
+        mknod_at(d, c"fifo", libc::S_IFIFO | 0o600, 0).unwrap();
+        symlink_at(c"sub", d, c"link").unwrap();
+        let file = openat(d, c"f", libc::O_CREAT | libc::O_RDWR, 0o600).unwrap();
+        assert_eq!(pwrite(raw(&file), b"data", 2).unwrap(), 4);
+        assert_eq!(pread(raw(&file), 10, 0).unwrap(), b"\0\0data");
+        assert_eq!(stat_fd(raw(&file)).unwrap().st_size, 6);
+        link_fd_at(raw(&file), d, c"f2").unwrap();
+        assert_eq!(stat_at(d, c"f2", 0).unwrap().st_nlink, 2);
+        assert_eq!(
+            rename_at(d, c"f", d, c"f2", libc::RENAME_NOREPLACE),
+            Err(Errno::EEXIST)
+        );
+        rename_at(d, c"f", d, c"g", 0).unwrap();
+        let link = openat(d, c"link", libc::O_PATH | libc::O_NOFOLLOW, 0).unwrap();
+        assert_eq!(readlink_fd(raw(&link)).unwrap(), b"sub");
+        assert_eq!(unlink_at(d, c"sub", 0), Err(Errno::EISDIR));
+        unlink_at(d, c"sub", libc::AT_REMOVEDIR).unwrap();
+        assert_eq!(stat_at(d, c"sub", 0).map(|_| ()), Err(Errno::ENOENT));
+        let names: Vec<String> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 4, "fifo, link, f2, g: {names:?}");
+    }
+
+    #[test]
+    fn holes_and_data_are_found_and_syncs_succeed() {
+        let (_tmp, d) = dir();
+        let file = openat(raw(&d), c"sparse", libc::O_CREAT | libc::O_RDWR, 0o600).unwrap();
+        let fd = raw(&file);
+        fallocate(fd, 0, 1 << 20, 4096).unwrap();
+        pwrite(fd, b"x", 1 << 21).unwrap();
+        assert_eq!(lseek(fd, 0, libc::SEEK_HOLE).unwrap(), 0);
+        assert_eq!(lseek(fd, (1 << 21) + 1, libc::SEEK_DATA), Err(Errno::ENXIO));
+        sync(fd, true).unwrap();
+        sync(fd, false).unwrap();
+        assert_eq!(sync(-1, false), Err(Errno::EBADF));
+    }
+}

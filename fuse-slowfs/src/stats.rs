@@ -165,6 +165,15 @@ impl Stats {
                     p50_us: hist.value_at_quantile(0.5),
                     p99_us: hist.value_at_quantile(0.99),
                     max_us: hist.max(),
+                    histogram: hist
+                        .iter_log(1, 2.0)
+                        .filter(|b| b.count_since_last_iteration() > 0)
+                        .map(|b| LatencyBucket {
+                            // The iterator reports each bucket's largest value, 2^k - 1.
+                            below_us: b.value_iterated_to() + 1,
+                            count: b.count_since_last_iteration(),
+                        })
+                        .collect(),
                 }
             })
             .collect();
@@ -222,6 +231,20 @@ pub struct OpReport {
     pub p99_us: u64,
     /// Largest latency in microseconds.
     pub max_us: u64,
+    /// Latency histogram: requests per power-of-two bucket, empty buckets left
+    /// out (for plots: `ctl stats --json | jq '.ops[].histogram'`).
+    #[serde(default)]
+    pub histogram: Vec<LatencyBucket>,
+}
+
+/// One bucket of a latency histogram.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LatencyBucket {
+    /// The bucket holds latencies from half of this up to (not including) this,
+    /// in microseconds: a power of two.
+    pub below_us: u64,
+    /// Requests whose latency fell in it.
+    pub count: u64,
 }
 
 /// Counters of one rule.

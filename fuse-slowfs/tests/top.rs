@@ -152,6 +152,19 @@ fn stats_watch_prints_a_json_line_per_interval() {
     assert!(lines
         .iter()
         .all(|l| l["rules"][0]["rule"] == "read delay=1ms"));
+    // Each op carries its latency histogram; the buckets count every request.
+    let last = lines.last().unwrap();
+    for op in last["ops"].as_array().unwrap() {
+        let buckets = op["histogram"].as_array().unwrap();
+        let counted: u64 = buckets.iter().map(|b| b["count"].as_u64().unwrap()).sum();
+        assert_eq!(counted, op["count"].as_u64().unwrap(), "{op}");
+        assert!(
+            buckets
+                .iter()
+                .all(|b| b["below_us"].as_u64().unwrap().is_power_of_two()),
+            "{buckets:?}"
+        );
+    }
 
     // --watch is for stats only.
     let out = Command::new(SLOWFS)

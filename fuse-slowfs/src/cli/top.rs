@@ -176,7 +176,7 @@ mod tests {
             "uptime_s": 10.0,
             "ops": [serde_json::to_value(OpReport {
                 op: "read".into(), count: reads, errors: 0, faulted: fired, bytes,
-                p50_us: 100, p99_us: 20_000, max_us: 30_000,
+                p50_us: 100, p99_us: 20_000, max_us: 30_000, histogram: vec![],
             }).unwrap()],
             "rules": [serde_json::to_value(RuleStats {
                 id: 1, rule: "read delay=1ms".into(), matched: reads, fired,

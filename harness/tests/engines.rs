@@ -177,6 +177,15 @@ fn a_zero_byte_write_is_an_error_not_a_hang() {
                 tokio::time::timeout(Duration::from_secs(10), file.write_all_at(vec![1; 10], 0))
                     .await;
             let (result, _) = result.unwrap_or_else(|_| panic!("{name}: write_all_at looped on 0"));
+            if *name == "async-fs" {
+                // The library's finding (conformance/expectations.toml): its
+                // flush reports success and the bytes are dropped. When it
+                // reports WriteZero, this and the expectation go.
+                assert_eq!(result.unwrap(), (), "{name}");
+                let landed = std::fs::read(mount.backing_path(name)).unwrap();
+                assert!(landed.is_empty(), "{name}: {landed:?}");
+                return;
+            }
             assert_eq!(
                 result.unwrap_err().kind(),
                 std::io::ErrorKind::WriteZero,

@@ -4,6 +4,7 @@ use std::io;
 use std::path::Path;
 
 use super::aio::{AioEngine, AioFile};
+use super::async_fs::{AsyncFsEngine, AsyncFsFile};
 use super::blocking::{BlockingEngine, BlockingFile};
 use super::external::{ExternalEngine, ExternalFile};
 use super::threadpool::{PoolFile, ThreadPoolEngine};
@@ -13,7 +14,14 @@ use crate::engine::{BufResult, Engine, EngineFile, Metadata, OpenOptions};
 use crate::Capability;
 
 /// Names of the built-in engines, in the order the matrix shows them.
-pub const ENGINE_NAMES: &[&str] = &["uring", "aio", "threadpool", "tokio-fs", "blocking"];
+pub const ENGINE_NAMES: &[&str] = &[
+    "uring",
+    "aio",
+    "threadpool",
+    "tokio-fs",
+    "async-fs",
+    "blocking",
+];
 
 /// One of the built-in engines.
 #[derive(Debug, Clone)]
@@ -26,6 +34,8 @@ pub enum AnyEngine {
     ThreadPool(ThreadPoolEngine),
     /// tokio::fs.
     TokioFs(std::sync::Arc<TokioFsEngine>),
+    /// async-fs (smol).
+    AsyncFs(std::sync::Arc<AsyncFsEngine>),
     /// Syscalls on the runtime thread (the negative control).
     Blocking(std::sync::Arc<BlockingEngine>),
     /// A driver in another process (`cmd:COMMAND`).
@@ -40,6 +50,7 @@ impl AnyEngine {
             "aio" => Ok(AnyEngine::Aio(AioEngine::new()?)),
             "threadpool" => Ok(AnyEngine::ThreadPool(ThreadPoolEngine::default())),
             "tokio-fs" => Ok(AnyEngine::TokioFs(Default::default())),
+            "async-fs" => Ok(AnyEngine::AsyncFs(Default::default())),
             "blocking" => Ok(AnyEngine::Blocking(Default::default())),
             cmd if cmd.starts_with("cmd:") => {
                 Ok(AnyEngine::External(ExternalEngine::start(&cmd[4..])?))
@@ -66,6 +77,8 @@ pub enum AnyFile {
     ThreadPool(PoolFile),
     /// tokio::fs.
     TokioFs(TokioFile),
+    /// async-fs.
+    AsyncFs(AsyncFsFile),
     /// Blocking.
     Blocking(BlockingFile),
     /// External driver.
@@ -79,6 +92,7 @@ macro_rules! each_file {
             AnyFile::Aio($f) => $body,
             AnyFile::ThreadPool($f) => $body,
             AnyFile::TokioFs($f) => $body,
+            AnyFile::AsyncFs($f) => $body,
             AnyFile::Blocking($f) => $body,
             AnyFile::External($f) => $body,
         }
@@ -92,6 +106,7 @@ macro_rules! each_engine {
             AnyEngine::Aio($e) => $body,
             AnyEngine::ThreadPool($e) => $body,
             AnyEngine::TokioFs($e) => $body,
+            AnyEngine::AsyncFs($e) => $body,
             AnyEngine::Blocking($e) => $body,
             AnyEngine::External($e) => $body,
         }
@@ -153,6 +168,7 @@ impl Engine for AnyEngine {
             AnyEngine::Aio(e) => AnyFile::Aio(e.open(path, options).await?),
             AnyEngine::ThreadPool(e) => AnyFile::ThreadPool(e.open(path, options).await?),
             AnyEngine::TokioFs(e) => AnyFile::TokioFs(e.open(path, options).await?),
+            AnyEngine::AsyncFs(e) => AnyFile::AsyncFs(e.open(path, options).await?),
             AnyEngine::Blocking(e) => AnyFile::Blocking(e.open(path, options).await?),
             AnyEngine::External(e) => AnyFile::External(e.open(path, options).await?),
         })

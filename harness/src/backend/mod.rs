@@ -2,6 +2,7 @@
 
 pub mod aio;
 mod any;
+pub mod async_fs;
 pub mod blocking;
 pub mod external;
 pub mod threadpool;

@@ -173,9 +173,13 @@ fn remount(mountpoint: &Path, words: &[&str], fake: bool) -> anyhow::Result<Exit
         match word.split_once('=') {
             // FUSE's own, fixed when the connection was made.
             Some(("user_id" | "group_id" | "rootmode" | "max_read" | "blksize" | "fd", _)) => {}
-            Some(_) => bail!(
-                "'{word}' cannot change on a remount: slowfs's options are fixed at mount \
-                 time. Change rules live with `slowfs ctl {} set RULE`, or unmount and mount again",
+            // mount(8) passes the mount's options again (fstab's, or the
+            // first mount's -o): slowfs's own cannot change in place, so they
+            // are left as they are, and said so.
+            Some(_) => eprintln!(
+                "slowfs: note: '{word}' is left as mounted: slowfs's own options are fixed at \
+                 mount time (change rules live with `slowfs ctl {} set RULE`, or unmount and \
+                 mount again)",
                 mountpoint.display()
             ),
             None => generic.push(word),

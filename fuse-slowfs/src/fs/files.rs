@@ -498,6 +498,10 @@ impl Inner {
         // the (possibly crashed) backing tree, so nothing is cached.
         if self.crash.is_some() || self.plan.touches_data_path(path) {
             FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+        } else if self.strict_atime {
+            // Each open starts with an empty page cache, so its reads reach the
+            // backing file and move its atime (xfstests 003).
+            FopenFlags::empty()
         } else {
             // Cached pages survive reopening; FUSE_AUTO_INVAL_DATA drops them when the
             // backing file's size or mtime changes behind the mount's back.

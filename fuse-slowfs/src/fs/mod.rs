@@ -71,6 +71,9 @@ pub struct Inner {
     /// `-o noatime` where the backing mount could not be cloned with it: the
     /// daemon's own opens (not kernel passthrough's) ask for O_NOATIME.
     no_atime: std::sync::atomic::AtomicBool,
+    /// `-o strictatime`: every read must reach the backing file, so no page
+    /// cache is kept across opens (a read from it would not move the atime).
+    strict_atime: bool,
 }
 
 /// Handles open for writing in passthrough, by inode.
@@ -223,6 +226,7 @@ impl SlowFs {
                 notifier: Default::default(),
                 passthrough_writers: Default::default(),
                 no_atime: no_atime.into(),
+                strict_atime: mode.atime == Atime::Strictatime,
                 crash: if mode.crash_model {
                     Some(crash::CrashState::new(backing)?)
                 } else {

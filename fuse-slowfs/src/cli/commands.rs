@@ -114,6 +114,7 @@ pub fn mount_helper(
     mountpoint: PathBuf,
     options: &[String],
     fake: bool,
+    verbose: bool,
 ) -> anyhow::Result<ExitCode> {
     let words: Vec<&str> = options
         .iter()
@@ -121,7 +122,7 @@ pub fn mount_helper(
         .filter(|o| !o.is_empty())
         .collect();
     if words.contains(&"remount") {
-        return remount(&mountpoint, &words, fake);
+        return remount(&mountpoint, &words, fake, verbose);
     }
     let mut argv: Vec<std::ffi::OsString> =
         vec!["slowfs".into(), "mount".into(), "--background".into()];
@@ -166,7 +167,12 @@ pub fn mount_helper(
 /// `mount -o remount,...`: the mount's flags changed in place (mount(8) passes
 /// the mount's current options merged with the new ones). The daemon and its
 /// rules stay; the kernel enforces `ro` and the per-mount flags.
-fn remount(mountpoint: &Path, words: &[&str], fake: bool) -> anyhow::Result<ExitCode> {
+fn remount(
+    mountpoint: &Path,
+    words: &[&str],
+    fake: bool,
+    verbose: bool,
+) -> anyhow::Result<ExitCode> {
     // As for a mount: what mount(8) leaves out is its default.
     let mut generic = vec!["suid", "dev"];
     for word in words.iter().copied().filter(|w| *w != "remount") {
@@ -175,7 +181,9 @@ fn remount(mountpoint: &Path, words: &[&str], fake: bool) -> anyhow::Result<Exit
             Some(("user_id" | "group_id" | "rootmode" | "max_read" | "blksize" | "fd", _)) => {}
             // mount(8) passes the mount's options again (fstab's, or the
             // first mount's -o): slowfs's own cannot change in place, so they
-            // are left as they are, and said so.
+            // are left as they are (said with -v: they are usually unchanged,
+            // and a remount must print nothing then).
+            Some(_) if !verbose => {}
             Some(_) => eprintln!(
                 "slowfs: note: '{word}' is left as mounted: slowfs's own options are fixed at \
                  mount time (change rules live with `slowfs ctl {} set RULE`, or unmount and \

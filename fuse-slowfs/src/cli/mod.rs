@@ -118,7 +118,8 @@ enum Command {
         /// Accepted for mount(8): sloppy (unknown options are still errors).
         #[arg(short = 's')]
         sloppy: bool,
-        /// Accepted for mount(8): verbose.
+        /// Verbose (mount -v): on a remount, name slowfs's own options left as
+        /// mounted.
         #[arg(short = 'v')]
         verbose: bool,
     },
@@ -447,7 +448,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             mountpoint,
             options,
             fake,
+            verbose,
             ..
-        } => commands::mount_helper(source, mountpoint, &options, fake),
+        } => commands::mount_helper(source, mountpoint, &options, fake, verbose),
     }
 }

@@ -3,7 +3,9 @@
 //! `sync`, `dirsync`) plus FUSE's `allow_other` and `default_permissions`.
 //!
 //! Like every FUSE filesystem, slowfs mounts `nosuid,nodev` unless told `suid`
-//! or `dev` (which only root may ask for: fusermount3 refuses them to users).
+//! or `dev` (which only root may ask for: fusermount3 refuses them to users);
+//! the mount(8) helper gives root mount(8)'s defaults instead (see `slowfs
+//! mount-helper --help`).
 
 use std::fmt;
 use std::str::FromStr;

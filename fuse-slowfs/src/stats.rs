@@ -158,7 +158,9 @@ impl Stats {
                 let hist = s.latency_us.lock().unwrap();
                 OpReport {
                     op: op.name().to_string(),
-                    count: s.count.load(Ordering::Relaxed),
+                    // From the histogram, under its lock: the buckets then
+                    // add up to the count (a request records both, not at once).
+                    count: hist.len(),
                     errors: s.errors.load(Ordering::Relaxed),
                     faulted: s.faulted.load(Ordering::Relaxed),
                     bytes: s.bytes.load(Ordering::Relaxed),

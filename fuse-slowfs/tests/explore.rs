@@ -367,11 +367,25 @@ fn ignored_paths_timeouts_and_json() {
 
 /// Ctrl-C while checking prints the summary of what was found so far and leaves
 /// no temporary directory behind.
+/// A terminal's Ctrl-C ends a child whose SIGINT is at its default; a test run
+/// started in the background by a shell (`nohup`, `cmd &`) ignores SIGINT, and
+/// children inherit that, so the Ctrl-C tests give the child the default back.
+fn default_sigint(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal(2) is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        })
+    }
+}
+
 #[test]
 fn an_interrupted_exploration_reports_and_cleans_up() {
     let tmp = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+    let child = default_sigint(&mut Command::new(env!("CARGO_BIN_EXE_slowfs")))
         .env("TMPDIR", tmp.path())
         .args(["explore", "-j", "1", "--log-dir"])
         .arg(logs.path())
@@ -405,7 +419,7 @@ fn ctrl_c_to_the_process_group_counts_no_killed_checker() {
     use std::os::unix::process::CommandExt;
     let tmp = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+    let child = default_sigint(&mut Command::new(env!("CARGO_BIN_EXE_slowfs")))
         .env("TMPDIR", tmp.path())
         .args(["explore", "-j", "2", "--log-dir"])
         .arg(logs.path())

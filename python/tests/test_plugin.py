@@ -187,6 +187,9 @@ def test_an_interrupted_run_leaves_no_mount(pytester, sig):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        # A run started in the background by a shell ignores SIGINT, and its
+        # children inherit that: give pytest a terminal's default back.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     mountpoint = mountpoint_printed(proc.stdout)
     assert is_mounted(mountpoint)

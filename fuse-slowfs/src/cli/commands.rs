@@ -126,7 +126,7 @@ pub fn mount_helper(
     }
     let mut argv: Vec<std::ffi::OsString> =
         vec!["slowfs".into(), "mount".into(), "--background".into()];
-    argv.extend(["--backing".into(), source.into_os_string()]);
+    argv.extend(["--backing".into(), source.clone().into_os_string()]);
     let mut generic = Vec::new();
     for option in words {
         let flag = match option.split_once('=') {
@@ -146,8 +146,20 @@ pub fn mount_helper(
     // mount(8) passes only what differs from its own defaults, and for root
     // those are `suid,dev` (it adds nosuid,nodev itself for fstab `user`
     // mounts): an absent `nodev` means dev, as for any filesystem root mounts.
+    // A backing directory on a nosuid or nodev mount keeps that through slowfs
+    // (its set-ID binaries and device nodes are passed through).
     if nix::unistd::geteuid().is_root() {
-        generic.insert(0, "suid,dev".to_string());
+        let backing = nix::sys::statvfs::statvfs(source.as_path())
+            .map(|s| s.flags())
+            .unwrap_or(
+                nix::sys::statvfs::FsFlags::ST_NOSUID | nix::sys::statvfs::FsFlags::ST_NODEV,
+            );
+        if !backing.contains(nix::sys::statvfs::FsFlags::ST_NODEV) {
+            generic.insert(0, "dev".to_string());
+        }
+        if !backing.contains(nix::sys::statvfs::FsFlags::ST_NOSUID) {
+            generic.insert(0, "suid".to_string());
+        }
     }
     if !generic.is_empty() {
         let list = generic.join(",");
@@ -164,6 +176,42 @@ pub fn mount_helper(
     super::run(cli)
 }
 
+/// slowfs's own `-o key=value` options.
+const SLOWFS_OPTIONS: &[&str] = &[
+    "profile",
+    "config",
+    "seed",
+    "ctl_socket",
+    "passthrough",
+    "crash_model",
+];
+
+/// The generic options a mounted filesystem has now, as `-o` words.
+fn current_flags(mountpoint: &Path) -> anyhow::Result<Vec<&'static str>> {
+    use nix::sys::statvfs::FsFlags;
+    let flags = nix::sys::statvfs::statvfs(mountpoint)
+        .with_context(|| format!("reading the flags of {}", mountpoint.display()))?
+        .flags();
+    let pick = |flag, on, off| if flags.contains(flag) { on } else { off };
+    let mut words = vec![
+        pick(FsFlags::ST_RDONLY, "ro", "rw"),
+        pick(FsFlags::ST_NOSUID, "nosuid", "suid"),
+        pick(FsFlags::ST_NODEV, "nodev", "dev"),
+        pick(FsFlags::ST_NOEXEC, "noexec", "exec"),
+    ];
+    words.push(if flags.contains(FsFlags::ST_NOATIME) {
+        "noatime"
+    } else if flags.contains(FsFlags::ST_RELATIME) {
+        "relatime"
+    } else {
+        "strictatime"
+    });
+    if flags.contains(FsFlags::ST_NODIRATIME) {
+        words.push("nodiratime");
+    }
+    Ok(words)
+}
+
 /// `mount -o remount,...`: the mount's flags changed in place (mount(8) passes
 /// the mount's current options merged with the new ones). The daemon and its
 /// rules stay; the kernel enforces `ro` and the per-mount flags.
@@ -173,12 +221,17 @@ fn remount(
     fake: bool,
     verbose: bool,
 ) -> anyhow::Result<ExitCode> {
-    // As for a mount: what mount(8) leaves out is its default.
-    let mut generic = vec!["suid", "dev"];
+    // The words given change the mount's flags as they are now (mount(8) may
+    // pass fstab's options, not the live ones: what they leave out stays).
+    let mut generic = current_flags(mountpoint)?;
     for word in words.iter().copied().filter(|w| *w != "remount") {
         match word.split_once('=') {
             // FUSE's own, fixed when the connection was made.
             Some(("user_id" | "group_id" | "rootmode" | "max_read" | "blksize" | "fd", _)) => {}
+            Some((key, _)) if !SLOWFS_OPTIONS.contains(&key) => bail!(
+                "unknown mount option '{word}' (slowfs's own: {})",
+                SLOWFS_OPTIONS.join("=, ")
+            ),
             // mount(8) passes the mount's options again (fstab's, or the
             // first mount's -o): slowfs's own cannot change in place, so they
             // are left as they are (said with -v: they are usually unchanged,

@@ -72,7 +72,8 @@ pub(super) fn setattr(
                     })
                 });
             }
-            let ttl = inner.ttl();
+            // A passthrough writer's attributes are not cached (see attr_ttl).
+            let ttl = inner.attr_ttl(ino.0);
             done.respond(inner, result, |r, st| {
                 r.attr(&ttl, &attr(ino.0, &st));
             })

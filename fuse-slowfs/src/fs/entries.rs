@@ -339,7 +339,8 @@ pub(super) fn link(
             })();
             let ttl = inner.ttl();
             done.respond(inner, result, |r, a| {
-                r.entry(&ttl, &a, GENERATION);
+                let attr_ttl = inner.attr_ttl(a.ino.0);
+                r.entry_with_ttls(&attr_ttl, &ttl, &a, GENERATION);
             })
         },
     );

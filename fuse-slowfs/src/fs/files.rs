@@ -21,22 +21,19 @@ pub(super) fn open(fs: &SlowFs, req: &Request, ino: INodeNo, flags: OpenFlags, r
     let path = inner.path_of(ino.0);
     let fopen = inner.open_flags(&path);
     let passthrough = inner.passthrough_for(&path);
-    let caller = Caller::of(req);
     inner.serve(
         Ask::new(req, Op::Open, &path),
         &[],
         reply,
         move |inner, done, _, _| {
-            let truncate = flags.0 & libc::O_TRUNC != 0;
+            // Without FUSE_ATOMIC_O_TRUNC the kernel truncates by SETATTR (after
+            // its ETXTBSY check), which drops set-ID bits and is recorded there;
+            // an O_TRUNC here could only truncate a second time, unrecorded.
+            let flags = backing_flags(flags.0 & !libc::O_TRUNC, inner.writeback());
             let opened = inner.inodes.get(ino).and_then(|inode| {
                 let fd = inner.with_fds(|| {
-                    inner.without_atime(backing_flags(flags.0, inner.writeback()), |flags| {
-                        sys::reopen(inode.raw(), flags)
-                    })
+                    inner.without_atime(flags, |flags| sys::reopen(inode.raw(), flags))
                 })?;
-                if truncate && sys::drop_privileges(sys::raw(&fd), caller)? {
-                    inner.attributes_changed(ino.0);
-                }
                 // Writes to a set-ID file must reach the daemon, which drops the bits
                 // (asked only when passthrough is on the table: a stat per open).
                 let privileged =
@@ -47,14 +44,6 @@ pub(super) fn open(fs: &SlowFs, req: &Request, ino: INodeNo, flags: OpenFlags, r
                 Ok(opened) => opened,
                 Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
             };
-            if truncate {
-                inner.record(|| {
-                    Some(LogOp::SetLen {
-                        node: inner.node(ino.0)?,
-                        len: 0,
-                    })
-                });
-            }
             let reply = done.record(inner, Outcome::default());
             let backing = (passthrough && !privileged)
                 .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
@@ -62,7 +51,7 @@ pub(super) fn open(fs: &SlowFs, req: &Request, ino: INodeNo, flags: OpenFlags, r
             let fh = inner.handles.insert(fd, backing.clone());
             match backing {
                 Some(id) => {
-                    let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+                    let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
                     inner.opened_passthrough(fh.0, ino.0, write);
                     reply.opened_passthrough(fh, FopenFlags::empty(), &id)
                 }

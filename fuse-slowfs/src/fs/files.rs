@@ -426,9 +426,8 @@ impl SlowFs {
             },
         );
     }
-}
 
-impl SlowFs {
+    /// fsync / fsyncdir: the backing fd synced, or the rule's failure.
     pub(super) fn sync(
         &self,
         req: &Request,

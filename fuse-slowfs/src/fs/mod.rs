@@ -70,7 +70,7 @@ pub struct Inner {
     passthrough_writers: PassthroughWriters,
     /// `-o noatime` where the backing mount could not be cloned with it: the
     /// daemon's own opens (not kernel passthrough's) ask for O_NOATIME.
-    no_atime: std::sync::atomic::AtomicBool,
+    no_atime: bool,
     /// `-o strictatime`: every read must reach the backing file, so no page
     /// cache is kept across opens (a read from it would not move the atime).
     strict_atime: bool,
@@ -225,7 +225,7 @@ impl SlowFs {
                 dont_mask: Default::default(),
                 notifier: Default::default(),
                 passthrough_writers: Default::default(),
-                no_atime: no_atime.into(),
+                no_atime,
                 strict_atime: mode.atime == Atime::Strictatime,
                 crash: if mode.crash_model {
                     Some(crash::CrashState::new(backing)?)
@@ -280,7 +280,7 @@ impl Inner {
         flags: i32,
         mut open: impl FnMut(i32) -> sys::SysResult<T>,
     ) -> sys::SysResult<T> {
-        if !self.no_atime.load(std::sync::atomic::Ordering::Relaxed) {
+        if !self.no_atime {
             return open(flags);
         }
         match open(flags | libc::O_NOATIME) {

@@ -165,7 +165,7 @@ pub fn mount_helper(
         let list = generic.join(",");
         // Checked here too, so that `mount -f` reports a bad option.
         list.parse::<slowfs::mount_options::MountOptions>()
-            .map_err(|e| anyhow::anyhow!("{e}; slowfs's own: profile=, config=, seed=, ctl_socket=, passthrough=, crash_model="))?;
+            .map_err(|e| anyhow::anyhow!("{e}; slowfs's own: {}=", SLOWFS_OPTIONS.join("=, ")))?;
         argv.extend(["-o".into(), list.into()]);
     }
     argv.push(mountpoint.into_os_string());
@@ -229,7 +229,7 @@ fn remount(
             // FUSE's own, fixed when the connection was made.
             Some(("user_id" | "group_id" | "rootmode" | "max_read" | "blksize" | "fd", _)) => {}
             Some((key, _)) if !SLOWFS_OPTIONS.contains(&key) => bail!(
-                "unknown mount option '{word}' (slowfs's own: {})",
+                "unknown mount option '{word}' (slowfs's own: {}=)",
                 SLOWFS_OPTIONS.join("=, ")
             ),
             // mount(8) passes the mount's options again (fstab's, or the

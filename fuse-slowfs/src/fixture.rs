@@ -45,7 +45,7 @@ pub struct SlowMount {
 impl SlowMount {
     /// Mounts with these rules and seed. Fails (never skips) without /dev/fuse.
     pub fn start(spec: FaultSpec) -> io::Result<SlowMount> {
-        Self::start_with(spec, false)
+        Self::start_with(spec, crate::Durability::Off)
     }
 
     /// Mounts a recording slowfs with no rules: every mutating operation is logged
@@ -56,7 +56,7 @@ impl SlowMount {
                 seed: Some(seed),
                 ..FaultSpec::default()
             },
-            true,
+            crate::Durability::Record,
         )
     }
 
@@ -65,12 +65,12 @@ impl SlowMount {
     pub fn strict(seed: u64, rules: &[&str]) -> io::Result<SlowMount> {
         let spec = spec(seed, rules)?;
         Self::mount_in(&std::env::temp_dir(), spec, |c| {
-            c.crash_model = crate::CrashModel::Strict
+            c.durability = crate::Durability::StrictCrash
         })
     }
 
-    fn start_with(spec: FaultSpec, record: bool) -> io::Result<SlowMount> {
-        Self::mount_in(&std::env::temp_dir(), spec, |c| c.record = record)
+    fn start_with(spec: FaultSpec, durability: crate::Durability) -> io::Result<SlowMount> {
+        Self::mount_in(&std::env::temp_dir(), spec, |c| c.durability = durability)
     }
 
     /// Mounts with `rules` (seed 7) after letting `tweak` adjust the whole
@@ -115,7 +115,7 @@ impl SlowMount {
         // A control socket of its own, beside the mountpoint (removed with it).
         config.control = ControlSocket::At(mountpoint.path().with_extension("sock"));
         tweak(&mut config);
-        let initial = if config.record {
+        let initial = if config.durability.records() {
             Some(crate::tree_io::scan(backing.path())?)
         } else {
             None

@@ -49,10 +49,9 @@ pub struct MountConfig {
     pub control: ControlSocket,
     /// FUSE settings: worker threads, request sizes, writeback cache.
     pub tuning: crate::Tuning,
-    /// Record every mutating operation for the durability model ([`Mount::recorded`]).
-    pub record: bool,
-    /// `strict`: crashes (a `crash` rule, [`Mount::crash`]) keep only what is durable.
-    pub crash_model: CrashModel,
+    /// What the mount keeps about durability: nothing, the operation log
+    /// ([`Mount::recorded`]), or the log and the crash model ([`Mount::crash`]).
+    pub durability: Durability,
     /// Kernel passthrough for files no data rule touches when opened (`auto`), or
     /// every request through the daemon (`never`). Passthrough excludes the
     /// writeback cache, and the crash model and recording turn it off.
@@ -63,23 +62,43 @@ pub struct MountConfig {
     pub interruptible: bool,
 }
 
-/// What a crash keeps.
+/// What a mount keeps about durability. Each step keeps what the one before
+/// it does, and costs more: recording turns passthrough and the write-back
+/// cache off, so that every mutation reaches the daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CrashModel {
-    /// No crash simulation (nothing is recorded; plain runs pay nothing).
+pub enum Durability {
+    /// Nothing is recorded; plain runs pay nothing (`--crash-model none`).
     #[default]
-    None,
-    /// Strict POSIX: only fsynced data and fsynced directory entries survive.
-    Strict,
+    Off,
+    /// Every mutating operation is logged (what `explore` records its
+    /// workload with); an `fsync ... drop` rule drops from that log.
+    Record,
+    /// The log plus strict POSIX crashes (`--crash-model strict`): a crash
+    /// (a `crash` rule, [`Mount::crash`]) keeps only fsynced data and fsynced
+    /// directory entries.
+    StrictCrash,
 }
 
-impl std::str::FromStr for CrashModel {
+impl Durability {
+    /// Whether every mutating operation is logged.
+    pub fn records(self) -> bool {
+        self != Durability::Off
+    }
+
+    /// Whether a crash can be simulated.
+    pub fn crashes(self) -> bool {
+        self == Durability::StrictCrash
+    }
+}
+
+/// Parses `--crash-model`: `none` or `strict`.
+impl std::str::FromStr for Durability {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
-            "none" => Ok(CrashModel::None),
-            "strict" => Ok(CrashModel::Strict),
+            "none" => Ok(Durability::Off),
+            "strict" => Ok(Durability::StrictCrash),
             other => Err(format!(
                 "unknown crash model '{other}' (expected none or strict)"
             )),
@@ -98,8 +117,7 @@ impl MountConfig {
             options: Default::default(),
             control: ControlSocket::Default,
             tuning: crate::Tuning::default(),
-            record: false,
-            crash_model: CrashModel::None,
+            durability: Durability::Off,
             passthrough: true,
             interruptible: true,
         }
@@ -143,10 +161,10 @@ impl Mount {
             .find(|r| {
                 // A recording mount has the log a write-back failure drops from.
                 r.action.needs_crash_model()
-                    && !(config.record
+                    && !(config.durability.records()
                         && matches!(r.action, slowfs_faults::Action::FsyncFail { .. }))
             })
-            .filter(|_| config.crash_model == CrashModel::None)
+            .filter(|_| !config.durability.crashes())
         {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -190,8 +208,7 @@ impl Mount {
             plan,
             config.tuning,
             FsMode {
-                record: config.record,
-                crash_model: config.crash_model == CrashModel::Strict,
+                durability: config.durability,
                 // Kernel passthrough needs CAP_SYS_ADMIN: without root, the daemon serves.
                 passthrough: config.passthrough && as_root(),
                 interruptible: config.interruptible,

@@ -61,7 +61,7 @@ fn config(args: &FaultArgs, backing: PathBuf, mountpoint: PathBuf) -> anyhow::Re
         Some(path) => ControlSocket::At(path.clone()),
         None => ControlSocket::Default,
     };
-    config.crash_model = args.crash_model;
+    config.durability = args.crash_model;
     config.passthrough = args.passthrough == "auto";
     config.interruptible = !args.no_intr;
     Ok(config)

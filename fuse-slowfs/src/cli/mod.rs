@@ -356,7 +356,7 @@ struct FaultArgs {
     /// `strict`: record operations so that a crash (a `crash` rule or `slowfs ctl
     /// MNT crash`) keeps only what was made durable; `none` (default) costs nothing.
     #[arg(long, default_value = "none")]
-    crash_model: slowfs::CrashModel,
+    crash_model: slowfs::Durability,
     /// `auto`: files no data rule touches when opened use FUSE kernel passthrough
     /// (near-native speed; rules added later apply to files opened later);
     /// `never`: every request goes through the daemon.

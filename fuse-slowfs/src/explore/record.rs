@@ -49,7 +49,7 @@ pub fn record(
     })?;
     let mountpoint = tempfile::Builder::new().prefix("slowfs-mnt-").tempdir()?;
     let mut config = MountConfig::new(backing, mountpoint.path());
-    config.record = true;
+    config.durability = crate::Durability::Record;
     config.control = ControlSocket::None;
     if let Some(rule) = rule {
         config

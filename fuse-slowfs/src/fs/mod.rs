@@ -110,11 +110,9 @@ impl PassthroughWriters {
 /// What a mount asks of its filesystem besides rules and tuning.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FsMode {
-    /// Record every operation (for `explore`).
-    pub record: bool,
-    /// Keep the crash model: what a crash would lose (turns passthrough and
+    /// The operation log and the crash model (either turns passthrough and
     /// the write-back cache off).
-    pub crash_model: bool,
+    pub durability: crate::Durability,
     /// Serve files no data rule touches by kernel passthrough.
     pub passthrough: bool,
     /// A caller's fatal or handled signal ends its delayed request.
@@ -199,7 +197,7 @@ impl SlowFs {
             (st.st_dev, st.st_ino),
             capacity,
             tuning.file_handles,
-            !mode.crash_model,
+            !mode.durability.crashes(),
         );
         tracing::debug!(
             "inodes are reopened by {}",
@@ -217,17 +215,17 @@ impl SlowFs {
                 stats: Stats::default(),
                 scheduler: Scheduler::new(mode.interruptible)?,
                 tuning,
-                writeback_allowed: !mode.record && !mode.crash_model,
+                writeback_allowed: !mode.durability.records(),
                 writeback: Default::default(),
-                recorder: (mode.record || mode.crash_model).then(recorder::Recorder::default),
-                passthrough_wanted: mode.passthrough && !mode.crash_model && !mode.record,
+                recorder: mode.durability.records().then(recorder::Recorder::default),
+                passthrough_wanted: mode.passthrough && !mode.durability.records(),
                 passthrough: Default::default(),
                 dont_mask: Default::default(),
                 notifier: Default::default(),
                 passthrough_writers: Default::default(),
                 no_atime,
                 strict_atime: mode.atime == Atime::Strictatime,
-                crash: if mode.crash_model {
+                crash: if mode.durability.crashes() {
                     Some(crash::CrashState::new(backing)?)
                 } else {
                     None

@@ -5,6 +5,7 @@ mod any;
 pub mod async_fs;
 pub mod blocking;
 pub mod external;
+mod seeking;
 pub mod threadpool;
 pub mod tokio_fs;
 pub mod uring;

@@ -7,13 +7,14 @@
 //! written, so every write is followed by `flush`, which reports the real result.
 //! Each call is a `spawn_blocking` hand-off on tokio's shared blocking pool.
 
-use std::io::{self, SeekFrom};
+use std::io;
 use std::path::Path;
 
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use tokio::sync::Mutex;
 
-use crate::engine::{BufResult, Engine, EngineFile, Metadata, OpenOptions};
+use super::seeking::seeking_engine_file;
+use crate::engine::{Engine, OpenOptions};
 
 /// `tokio::fs`.
 #[derive(Debug, Default)]
@@ -26,61 +27,7 @@ pub struct TokioFile {
     append: bool,
 }
 
-impl EngineFile for TokioFile {
-    async fn read_at(&self, mut buf: Vec<u8>, offset: u64) -> BufResult {
-        let mut file = self.file.lock().await;
-        let result = match file.seek(SeekFrom::Start(offset)).await {
-            Ok(_) => file.read(&mut buf).await,
-            Err(e) => Err(e),
-        };
-        (result, buf)
-    }
-
-    async fn read(&self, mut buf: Vec<u8>) -> BufResult {
-        let result = self.file.lock().await.read(&mut buf).await;
-        (result, buf)
-    }
-
-    async fn write_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
-        let mut file = self.file.lock().await;
-        let result = async {
-            if !self.append {
-                file.seek(SeekFrom::Start(offset)).await?;
-            }
-            let n = file.write(&buf).await?;
-            file.flush().await?;
-            Ok(n)
-        }
-        .await;
-        (result, buf)
-    }
-
-    async fn fsync(&self) -> io::Result<()> {
-        let mut file = self.file.lock().await;
-        file.flush().await?;
-        file.sync_all().await
-    }
-
-    async fn fdatasync(&self) -> io::Result<()> {
-        let mut file = self.file.lock().await;
-        file.flush().await?;
-        file.sync_data().await
-    }
-
-    async fn set_len(&self, len: u64) -> io::Result<()> {
-        self.file.lock().await.set_len(len).await
-    }
-
-    async fn metadata(&self) -> io::Result<Metadata> {
-        let meta = self.file.lock().await.metadata().await?;
-        Ok(Metadata { len: meta.len() })
-    }
-
-    async fn close(self) -> io::Result<()> {
-        let mut file = self.file.into_inner();
-        file.flush().await
-    }
-}
+seeking_engine_file!(TokioFile, close: |file| file.flush().await);
 
 impl Engine for TokioFsEngine {
     type File = TokioFile;

@@ -18,13 +18,8 @@ pub(super) fn getattr(
     fh: Option<FileHandle>,
     reply: ReplyAttr,
 ) {
-    let inner = &fs.inner;
-    let path = inner.path_of(ino.0);
-    inner.serve(
-        Ask::new(req, Op::Getattr, &path),
-        &[],
-        reply,
-        move |inner, done, _, _| {
+    fs.inner
+        .serve_on(req, Op::Getattr, ino, reply, move |inner, done, _, _| {
             let result = match fh.map(|fh| inner.handles.get(fh)) {
                 Some(Ok(handle)) => sys::stat_fd(handle.raw()),
                 _ => inner.inodes.get(ino).and_then(|i| sys::stat_fd(i.raw())),
@@ -33,8 +28,7 @@ pub(super) fn getattr(
             done.respond(inner, result, |r, st| {
                 r.attr(&ttl, &attr(ino.0, &st));
             })
-        },
-    );
+        });
 }
 
 /// setattr: the times the kernel sends beside these (ctime, crtime, ...) are
@@ -82,13 +76,8 @@ pub(super) fn setattr(
 }
 
 pub(super) fn statfs(fs: &SlowFs, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-    let inner = &fs.inner;
-    let path = inner.path_of(ino.0);
-    inner.serve(
-        Ask::new(req, Op::Statfs, &path),
-        &[],
-        reply,
-        move |inner, done, _, _| {
+    fs.inner
+        .serve_on(req, Op::Statfs, ino, reply, move |inner, done, _, _| {
             let result = inner.inodes.get(ino).and_then(|i| {
                 // SAFETY: zeroed statvfs is a valid out-parameter.
                 let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
@@ -116,8 +105,7 @@ pub(super) fn statfs(fs: &SlowFs, req: &Request, ino: INodeNo, reply: ReplyStatf
                     st.f_frsize as u32,
                 );
             })
-        },
-    );
+        });
 }
 
 pub(super) fn access(
@@ -127,13 +115,8 @@ pub(super) fn access(
     mask: AccessFlags,
     reply: ReplyEmpty,
 ) {
-    let inner = &fs.inner;
-    let path = inner.path_of(ino.0);
-    inner.serve(
-        Ask::new(req, Op::Access, &path),
-        &[],
-        reply,
-        move |inner, done, _, _| {
+    fs.inner
+        .serve_on(req, Op::Access, ino, reply, move |inner, done, _, _| {
             let result = inner.inodes.get(ino).and_then(|i| {
                 let p = sys::proc_path(i.raw());
                 // SAFETY: valid C string.
@@ -142,8 +125,7 @@ pub(super) fn access(
             done.respond(inner, result, |r, ()| {
                 r.ok();
             })
-        },
-    );
+        });
 }
 
 fn time_spec(time: Option<TimeOrNow>) -> libc::timespec {

@@ -10,17 +10,12 @@ use fuser::{
 use slowfs_faults::Op;
 
 use super::sys::{self, cvt, SysResult};
-use super::{file_type, Ask, SlowFs};
+use super::{file_type, SlowFs};
 use crate::stats::Outcome;
 
 pub(super) fn opendir(fs: &SlowFs, req: &Request, ino: INodeNo, reply: ReplyOpen) {
-    let inner = &fs.inner;
-    let path = inner.path_of(ino.0);
-    inner.serve(
-        Ask::new(req, Op::Opendir, &path),
-        &[],
-        reply,
-        move |inner, done, _, _| {
+    fs.inner
+        .serve_on(req, Op::Opendir, ino, reply, move |inner, done, _, _| {
             let result = inner
                 .inodes
                 .get(ino)
@@ -35,8 +30,7 @@ pub(super) fn opendir(fs: &SlowFs, req: &Request, ino: INodeNo, reply: ReplyOpen
             done.respond(inner, result, |r, fh| {
                 r.opened(fh, FopenFlags::empty());
             })
-        },
-    );
+        });
 }
 
 pub(super) fn readdir(
@@ -47,13 +41,8 @@ pub(super) fn readdir(
     offset: u64,
     reply: ReplyDirectory,
 ) {
-    let inner = &fs.inner;
-    let path = inner.path_of(ino.0);
-    inner.serve(
-        Ask::new(req, Op::Readdir, &path),
-        &[],
-        reply,
-        move |inner, done, _, _| {
+    fs.inner
+        .serve_on(req, Op::Readdir, ino, reply, move |inner, done, _, _| {
             let handle = match inner.handles.get(fh) {
                 Ok(handle) => handle,
                 Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
@@ -75,8 +64,7 @@ pub(super) fn readdir(
                 }
             }
             reply.ok();
-        },
-    );
+        });
 }
 
 pub(super) fn releasedir(

@@ -57,13 +57,8 @@ pub(super) fn lookup(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, 
 }
 
 pub(super) fn readlink(fs: &SlowFs, req: &Request, ino: INodeNo, reply: ReplyData) {
-    let inner = &fs.inner;
-    let path = inner.path_of(ino.0);
-    inner.serve(
-        Ask::new(req, Op::Readlink, &path),
-        &[],
-        reply,
-        move |inner, done, _, _| {
+    fs.inner
+        .serve_on(req, Op::Readlink, ino, reply, move |inner, done, _, _| {
             let result = inner
                 .inodes
                 .get(ino)
@@ -71,8 +66,7 @@ pub(super) fn readlink(fs: &SlowFs, req: &Request, ino: INodeNo, reply: ReplyDat
             done.respond(inner, result, |r, target| {
                 r.data(&target);
             })
-        },
-    );
+        });
 }
 
 #[allow(clippy::too_many_arguments)] // the request's fields, as fuser passes them

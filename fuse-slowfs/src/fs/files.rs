@@ -153,13 +153,8 @@ pub(super) fn write(
 }
 
 pub(super) fn flush(fs: &SlowFs, req: &Request, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
-    let inner = &fs.inner;
-    let path = inner.path_of(ino.0);
-    inner.serve(
-        Ask::new(req, Op::Flush, &path),
-        &[],
-        reply,
-        move |inner, done, _, _| {
+    fs.inner
+        .serve_on(req, Op::Flush, ino, reply, move |inner, done, _, _| {
             // close(dup(fd)): what close(2) would do on the backing file (NFS-style
             // backing filesystems report write-back errors here), without closing ours.
             let result = inner.handles.get(fh).and_then(|h| {
@@ -170,8 +165,7 @@ pub(super) fn flush(fs: &SlowFs, req: &Request, ino: INodeNo, fh: FileHandle, re
             done.respond(inner, result, |r, ()| {
                 r.ok();
             })
-        },
-    );
+        });
 }
 
 pub(super) fn release(fs: &SlowFs, req: &Request, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
@@ -319,13 +313,8 @@ pub(super) fn lseek(
     whence: i32,
     reply: ReplyLseek,
 ) {
-    let inner = &fs.inner;
-    let path = inner.path_of(ino.0);
-    inner.serve(
-        Ask::new(req, Op::Lseek, &path),
-        &[],
-        reply,
-        move |inner, done, _, _| {
+    fs.inner
+        .serve_on(req, Op::Lseek, ino, reply, move |inner, done, _, _| {
             let result = inner.handles.get(fh).and_then(|h| {
                 // Reads use pread: moving this fd's position changes nothing else.
                 sys::lseek(h.raw(), offset, whence)
@@ -333,8 +322,7 @@ pub(super) fn lseek(
             done.respond(inner, result, |r, pos| {
                 r.offset(pos);
             })
-        },
-    );
+        });
 }
 
 #[allow(clippy::too_many_arguments)] // the request's fields, as fuser passes them
@@ -413,18 +401,12 @@ impl SlowFs {
         fh: FileHandle,
         reply: ReplyEmpty,
     ) {
-        let inner = &self.inner;
-        let path = inner.path_of(ino.0);
-        inner.serve(
-            Ask::new(req, op, &path),
-            &[],
-            reply,
-            move |inner, done, _, _| {
+        self.inner
+            .serve_on(req, op, ino, reply, move |inner, done, _, _| {
                 inner.handles.remove(fh);
                 inner.released(fh.0);
                 done.record(inner, Outcome::default()).ok();
-            },
-        );
+            });
     }
 
     /// fsync / fsyncdir: the backing fd synced, or the rule's failure.
@@ -437,13 +419,8 @@ impl SlowFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let inner = &self.inner;
-        let path = inner.path_of(ino.0);
-        inner.serve(
-            Ask::new(req, op, &path),
-            &[],
-            reply,
-            move |inner, done, effects, _| {
+        self.inner
+            .serve_on(req, op, ino, reply, move |inner, done, effects, _| {
                 let result = inner.handles.get(fh).and_then(|h| {
                     if let Some(FsyncFailure { errno, evict }) = effects.fsync_fail {
                         if let Some(errno) =
@@ -473,8 +450,7 @@ impl SlowFs {
                 done.respond(inner, result, |r, ()| {
                     r.ok();
                 })
-            },
-        );
+            });
     }
 }
 

@@ -179,9 +179,11 @@ impl SlowFs {
                 backing.display()
             )));
         }
-        let (root, no_atime) = match atime_root(backing, mode) {
-            Some(clone) => (clone, false),
-            None => (root, mode.atime == Atime::Noatime),
+        // strictatime is kept only through the clone: without it the backing
+        // mount's policy applies, and dropping the page cache would buy nothing.
+        let (root, no_atime, strict_atime) = match atime_root(backing, mode) {
+            Some(clone) => (clone, false, mode.atime == Atime::Strictatime),
+            None => (root, mode.atime == Atime::Noatime, false),
         };
         let root =
             sys::reopen(sys::raw(&root), libc::O_PATH | libc::O_DIRECTORY).map_err(errno_to_io)?;
@@ -224,7 +226,7 @@ impl SlowFs {
                 notifier: Default::default(),
                 passthrough_writers: Default::default(),
                 no_atime,
-                strict_atime: mode.atime == Atime::Strictatime,
+                strict_atime,
                 crash: if mode.durability.crashes() {
                     Some(crash::CrashState::new(backing)?)
                 } else {
@@ -400,6 +402,20 @@ impl Inner {
 
     /// Serves one request: asks the plan, then runs `job` now or parks it. `data` is
     /// a write's payload (empty otherwise); it is copied only if the request must wait.
+    /// [`serve`](Self::serve) for the common request: `op` on inode `ino`,
+    /// moving no data.
+    fn serve_on<R: AnyReply>(
+        self: &Arc<Self>,
+        req: &fuser::Request,
+        op: Op,
+        ino: fuser::INodeNo,
+        reply: R,
+        job: impl FnOnce(&Arc<Inner>, Done<R>, slowfs_faults::Effects, &[u8]) + Send + 'static,
+    ) {
+        let path = self.path_of(ino.0);
+        self.serve(Ask::new(req, op, &path), &[], reply, job)
+    }
+
     fn serve<R: AnyReply>(
         self: &Arc<Self>,
         Ask {

@@ -98,20 +98,14 @@ pub(super) fn getxattr(
 }
 
 pub(super) fn listxattr(fs: &SlowFs, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-    let inner = &fs.inner;
-    let path = inner.path_of(ino.0);
-    inner.serve(
-        Ask::new(req, Op::Xattr, &path),
-        &[],
-        reply,
-        move |inner, done, _, _| {
+    fs.inner
+        .serve_on(req, Op::Xattr, ino, reply, move |inner, done, _, _| {
             let result = xattr_query(inner, ino, size, |p, buf| {
                 // SAFETY: valid C string; buffer valid for its length.
                 unsafe { libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) }
             });
             done.respond(inner, result, |r, answer| send_xattr(r, size, answer))
-        },
-    );
+        });
 }
 
 pub(super) fn removexattr(

@@ -5,7 +5,7 @@
 //! fires (probability, after N, every N, past a byte quota). Rules come from built-in
 //! [profiles](PROFILES), TOML files and rule strings, all merged into one
 //! [`FaultSpec`]. A [`FaultPlan`] holds the live rules, each with its own RNG
-//! derived from one run seed, and answers, per request, with a [`Verdict`].
+//! derived from one run seed, and answers, per request, with a [`Decision`].
 //!
 //! ```
 //! use slowfs_faults::{FaultPlan, Op, parse_rule};
@@ -54,7 +54,7 @@ pub use delay::{DelayDist, Spike};
 pub use errno::{errno_from_name, errno_name, known_errno_names};
 pub use op::{Op, OpSet};
 pub use parse::{parse_rule, ErrorKind, RuleError};
-pub use plan::{Effects, FaultPlan, FsyncFailure, Hang, RuleReport, Verdict};
+pub use plan::{Decision, Effects, FaultPlan, FsyncFailure, Hang, RuleReport};
 pub use profile::{profile, Profile, PROFILES};
 pub use rule::{Action, Corruption, PathGlob, Rule, Trigger};
 pub use throttle::TokenBucket;

@@ -13,7 +13,7 @@ use crate::throttle::TokenBucket;
 
 /// What to do to one request: the combined effect of every rule that fired on it.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Verdict {
+pub struct Decision {
     /// Hold the request this long before doing it (delays and throttle waits add up).
     pub delay: Duration,
     /// Hold the request until released (`ctl release`), or at most a while.
@@ -29,7 +29,7 @@ pub struct Verdict {
 }
 
 /// How a request that runs is carried out differently: the part of a
-/// [`Verdict`] the request's own code applies (short counts and storage that lies).
+/// [`Decision`] the request's own code applies (short counts and storage that lies).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Effects {
     /// Move at most this many bytes.
@@ -77,7 +77,7 @@ pub struct FsyncFailure {
     pub evict: bool,
 }
 
-impl Verdict {
+impl Decision {
     /// Whether no rule fired.
     pub fn is_clean(&self) -> bool {
         self.fired.is_empty()
@@ -100,7 +100,7 @@ impl Verdict {
     /// assert_eq!(verdict.effects.short_to, None);
     /// assert_eq!(verdict.delay, std::time::Duration::from_millis(5));
     /// ```
-    pub fn for_write_back(mut self) -> Verdict {
+    pub fn for_write_back(mut self) -> Decision {
         self.error = None;
         self.effects.short_to = None;
         self
@@ -387,9 +387,9 @@ impl FaultPlan {
 
     /// Decides what happens to one request: `op` on mount-relative `path`, asking to
     /// move `bytes` bytes (0 for requests that move none).
-    pub fn decide(&self, op: Op, path: &str, bytes: u64) -> Verdict {
+    pub fn decide(&self, op: Op, path: &str, bytes: u64) -> Decision {
         let rules = self.current();
-        let mut verdict = Verdict::default();
+        let mut verdict = Decision::default();
         if rules.is_empty() {
             return verdict;
         }

@@ -34,7 +34,7 @@ impl Default for OpStats {
 
 /// What one request came to, for the stats.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Outcome {
+pub struct RequestOutcome {
     /// Bytes it moved.
     pub bytes: u64,
     /// Whether it failed.
@@ -134,7 +134,7 @@ impl Stats {
     }
 
     /// Records one finished request.
-    pub fn record(&self, op: Op, latency: Duration, outcome: Outcome, faulted: bool) {
+    pub fn record(&self, op: Op, latency: Duration, outcome: RequestOutcome, faulted: bool) {
         let stats = &self.ops[op as usize];
         stats.count.fetch_add(1, Ordering::Relaxed);
         stats.bytes.fetch_add(outcome.bytes, Ordering::Relaxed);

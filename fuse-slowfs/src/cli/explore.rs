@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use slowfs::explore::{
     checker_reads_crash_point, explore as run_explore, materialize, record, replay, CheckSettings,
-    Cut, Exploration, ExploreConfig, Progress, Running, SavedRun, Verdict,
+    Cut, Exploration, ExploreConfig, Judgement, Progress, Running, SavedRun,
 };
 use slowfs::signals::block_termination;
 use slowfs_faults::crash::report::Group;
@@ -552,10 +552,10 @@ fn replay_one(saved_path: &Path, args: &ExploreArgs) -> anyhow::Result<ExitCode>
     }
     let verdict = replay(&saved, point, &kept, args.keep_state.as_deref())
         .map_err(|e| anyhow::anyhow!("--state {state}: {e}"))?;
-    let accepted = verdict == Verdict::Accepted;
+    let accepted = verdict == Judgement::Accepted;
     match &verdict {
-        Verdict::Accepted => println!("state {state}: checker accepts it"),
-        Verdict::Rejected(status, output) => {
+        Judgement::Accepted => println!("state {state}: checker accepts it"),
+        Judgement::Rejected(status, output) => {
             println!("state {state}: checker rejects it (status {status})");
             for line in output.lines().take(20) {
                 println!("  {line}");

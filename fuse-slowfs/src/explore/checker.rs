@@ -42,7 +42,7 @@ impl Running {
 
 /// What the checker said about a state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Judgement {
     /// It accepts the state.
     Accepted,
     /// It rejects it: exit status (or -1 for a persistent checker) and its words.
@@ -118,7 +118,7 @@ impl Persistent {
         })
     }
 
-    fn judge(&mut self, state: &StateRef) -> io::Result<Verdict> {
+    fn judge(&mut self, state: &StateRef) -> io::Result<Judgement> {
         let request = format!(
             "{}\t{}\t{}\n",
             state.dir.display(),
@@ -133,11 +133,11 @@ impl Persistent {
             Ok(line)
                 if line.trim() == "ok" || line.starts_with("ok\t") || line.starts_with("ok ") =>
             {
-                Ok(Verdict::Accepted)
+                Ok(Judgement::Accepted)
             }
-            Ok(line) => Ok(Verdict::Rejected(-1, line)),
+            Ok(line) => Ok(Judgement::Rejected(-1, line)),
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                let verdict = Verdict::Rejected(
+                let verdict = Judgement::Rejected(
                     124,
                     format!("checker timed out after {:?} (restarted)", self.timeout),
                 );
@@ -150,12 +150,12 @@ impl Persistent {
         }
     }
 
-    fn restart(&mut self, why: &str) -> io::Result<Verdict> {
+    fn restart(&mut self, why: &str) -> io::Result<Judgement> {
         let _ = self.child.kill();
         let _ = self.child.wait();
         self.running.remove(self.child.id());
         *self = Persistent::start(&self.check, self.timeout, &self.running)?;
-        Ok(Verdict::Rejected(-1, why.to_string()))
+        Ok(Judgement::Rejected(-1, why.to_string()))
     }
 }
 
@@ -192,7 +192,7 @@ impl Checker {
     }
 
     /// Judges one state. An error means the checker cannot run at all.
-    pub fn judge(&mut self, state: &StateRef) -> io::Result<Verdict> {
+    pub fn judge(&mut self, state: &StateRef) -> io::Result<Judgement> {
         match self {
             Checker::Persistent(p) => p.judge(state),
             Checker::OneShot {
@@ -211,7 +211,7 @@ fn one_shot(
     log: &Path,
     state: &StateRef,
     running: &Running,
-) -> io::Result<Verdict> {
+) -> io::Result<Judgement> {
     let output = std::fs::File::create(log)?;
     let mut child = Command::new("sh")
         .arg("-c")
@@ -247,7 +247,7 @@ fn one_shot(
         .trim()
         .to_string();
     let Some(status) = status else {
-        return Ok(Verdict::Rejected(
+        return Ok(Judgement::Rejected(
             124,
             format!("checker timed out after {timeout:?}\n{text}"),
         ));
@@ -259,8 +259,8 @@ fn one_shot(
         )));
     }
     Ok(if status.success() {
-        Verdict::Accepted
+        Judgement::Accepted
     } else {
-        Verdict::Rejected(code, text)
+        Judgement::Rejected(code, text)
     })
 }

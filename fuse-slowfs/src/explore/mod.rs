@@ -36,7 +36,7 @@ use slowfs_faults::crash::search::{Candidate, CoverageSummary, Search, SearchCon
 use slowfs_faults::durability::{Kept, Log};
 
 pub use crate::tree_io::{materialize, scan};
-pub use checker::{Checker, Running, StateRef, Verdict};
+pub use checker::{Checker, Judgement, Running, StateRef};
 pub use record::{record, CheckSettings, Recorded, SavedRun};
 
 /// How to explore.
@@ -160,8 +160,8 @@ struct Task {
 }
 
 /// A worker's answer about a state.
-enum Outcome {
-    Judged(Candidate, Verdict),
+enum WorkerAnswer {
+    Judged(Candidate, Judgement),
     /// The checker could not run at all (a bad command): the run stops.
     CheckerBroken(io::Error),
     /// Explore's own temporary space failed, also after retrying.
@@ -189,7 +189,7 @@ pub fn ignore_set(globs: &[String]) -> io::Result<globset::GlobSet> {
 
 /// Writes a state and runs the checker on it, retrying what can be transient
 /// in explore's own space (a full or failing temp directory) a few times.
-fn check_one(checker: &mut Checker, dir: &Path, candidate: &Candidate, ops: usize) -> Outcome {
+fn check_one(checker: &mut Checker, dir: &Path, candidate: &Candidate, ops: usize) -> WorkerAnswer {
     let mut last = None;
     for wait_ms in [0, 200, 1000, 3000] {
         std::thread::sleep(Duration::from_millis(wait_ms));
@@ -205,12 +205,12 @@ fn check_one(checker: &mut Checker, dir: &Path, candidate: &Candidate, ops: usiz
         });
         let _ = std::fs::remove_dir_all(dir);
         return match verdict {
-            Ok(verdict) => Outcome::Judged(candidate.clone(), verdict),
-            Err(e) => Outcome::CheckerBroken(e),
+            Ok(verdict) => WorkerAnswer::Judged(candidate.clone(), verdict),
+            Err(e) => WorkerAnswer::CheckerBroken(e),
         };
     }
     let e = last.expect("a failed attempt");
-    Outcome::Scratch(io::Error::new(
+    WorkerAnswer::Scratch(io::Error::new(
         e.kind(),
         format!(
             "writing a state into {}: {e} (tried 4 times)",
@@ -253,7 +253,7 @@ pub fn explore(
 
     let (task_tx, task_rx) = mpsc::sync_channel::<Task>(jobs);
     let task_rx = Arc::new(Mutex::new(task_rx));
-    let (out_tx, out_rx) = mpsc::channel::<Outcome>();
+    let (out_tx, out_rx) = mpsc::channel::<WorkerAnswer>();
     let mut workers = Vec::new();
     for worker in 0..jobs {
         let dir = scratch.path().join(format!("worker-{worker}"));
@@ -283,7 +283,7 @@ pub fn explore(
                 if stop.load(Ordering::SeqCst) {
                     return;
                 }
-                let broken = !matches!(outcome, Outcome::Judged(..));
+                let broken = !matches!(outcome, WorkerAnswer::Judged(..));
                 let _ = out_tx.send(outcome);
                 if broken {
                     return;
@@ -408,10 +408,10 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn absorb(&mut self, outcome: Outcome) {
+    fn absorb(&mut self, outcome: WorkerAnswer) {
         match outcome {
-            Outcome::Judged(_, Verdict::Accepted) => {}
-            Outcome::Judged(c, Verdict::Rejected(status, output)) => {
+            WorkerAnswer::Judged(_, Judgement::Accepted) => {}
+            WorkerAnswer::Judged(c, Judgement::Rejected(status, output)) => {
                 self.counts.violations += 1;
                 self.grouper.add(&Violation {
                     point: c.point,
@@ -421,10 +421,10 @@ impl Run<'_> {
                     status,
                 });
             }
-            Outcome::CheckerBroken(e) => {
+            WorkerAnswer::CheckerBroken(e) => {
                 self.fatal.get_or_insert(e);
             }
-            Outcome::Scratch(e) => {
+            WorkerAnswer::Scratch(e) => {
                 self.scratch_error.get_or_insert(e);
             }
         }
@@ -439,7 +439,7 @@ pub fn replay(
     point: usize,
     kept: &Kept,
     keep: Option<&Path>,
-) -> io::Result<Verdict> {
+) -> io::Result<Judgement> {
     saved
         .log
         .validate(point, kept)

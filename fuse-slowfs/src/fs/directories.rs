@@ -11,7 +11,7 @@ use slowfs_faults::Op;
 
 use super::sys::{self, cvt, SysResult};
 use super::{file_type, SlowFs};
-use crate::stats::Outcome;
+use crate::stats::RequestOutcome;
 
 pub(super) fn opendir(fs: &SlowFs, req: &Request, ino: INodeNo, reply: ReplyOpen) {
     fs.inner
@@ -54,7 +54,7 @@ pub(super) fn readdir(
                     return done.respond(inner, Err::<(), _>(errno), |_, ()| {});
                 }
             }
-            let mut reply = done.record(inner, Outcome::default());
+            let mut reply = done.record(inner, RequestOutcome::default());
             for (i, (entry_ino, kind, name)) in
                 listing.entries.iter().enumerate().skip(offset as usize)
             {

@@ -13,7 +13,7 @@ use super::filesystem::GENERATION;
 use super::inodes::Node;
 use super::sys::{self, check, Caller, SysResult};
 use super::{attr, Ask, Inner, SlowFs};
-use crate::stats::Outcome;
+use crate::stats::RequestOutcome;
 
 pub(super) fn lookup(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
     let inner = &fs.inner;
@@ -34,7 +34,7 @@ pub(super) fn lookup(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, 
                 // long as an existing one is cached: the create that usually
                 // follows skips a lookup round trip.
                 Err(fuser::Errno::ENOENT) if !ttl.is_zero() => {
-                    let failed = Outcome {
+                    let failed = RequestOutcome {
                         bytes: 0,
                         failed: true,
                     };

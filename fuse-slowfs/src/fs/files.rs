@@ -14,7 +14,7 @@ use slowfs_faults::{FsyncFailure, Op};
 use super::filesystem::GENERATION;
 use super::sys::{self, check, cvt, Caller};
 use super::{lies, Ask, Inner, SlowFs};
-use crate::stats::Outcome;
+use crate::stats::RequestOutcome;
 
 pub(super) fn open(fs: &SlowFs, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
     let inner = &fs.inner;
@@ -44,7 +44,7 @@ pub(super) fn open(fs: &SlowFs, req: &Request, ino: INodeNo, flags: OpenFlags, r
                 Ok(opened) => opened,
                 Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
             };
-            let reply = done.record(inner, Outcome::default());
+            let reply = done.record(inner, RequestOutcome::default());
             let backing = (passthrough && !privileged)
                 .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
                 .flatten();
@@ -234,7 +234,7 @@ pub(super) fn create(
                 Ok(created) => created,
                 Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
             };
-            let reply = done.record(inner, Outcome::default());
+            let reply = done.record(inner, RequestOutcome::default());
             let backing = (passthrough && !sys::is_privileged(mode))
                 .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
                 .flatten();
@@ -405,7 +405,7 @@ impl SlowFs {
             .serve_on(req, op, ino, reply, move |inner, done, _, _| {
                 inner.handles.remove(fh);
                 inner.released(fh.0);
-                done.record(inner, Outcome::default()).ok();
+                done.record(inner, RequestOutcome::default()).ok();
             });
     }
 

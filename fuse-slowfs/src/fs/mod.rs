@@ -27,7 +27,7 @@ use slowfs_faults::{FaultPlan, Op};
 
 use crate::mount_options::Atime;
 use crate::scheduler::{Fate, Scheduler};
-use crate::stats::{Outcome, Stats};
+use crate::stats::{RequestOutcome, Stats};
 pub use crash::DurabilityReport;
 use handles::Handles;
 use inodes::Inodes;
@@ -502,7 +502,7 @@ impl<'a> Ask<'a> {
     }
 
     /// The same request, marked as the kernel's write-back when it is one
-    /// (see [`slowfs_faults::Verdict::for_write_back`]).
+    /// (see [`slowfs_faults::Decision::for_write_back`]).
     pub(crate) fn write_back(self, write_back: bool) -> Ask<'a> {
         Ask { write_back, ..self }
     }
@@ -522,7 +522,7 @@ pub(crate) struct Done<R> {
 
 impl<R: AnyReply> Done<R> {
     /// Records the request and hands back the reply to send.
-    pub(crate) fn record(self, inner: &Inner, outcome: Outcome) -> R {
+    pub(crate) fn record(self, inner: &Inner, outcome: RequestOutcome) -> R {
         let latency = self.arrived.elapsed();
         inner.stats.record(self.op, latency, outcome, self.faulted);
         inner
@@ -555,7 +555,7 @@ impl<R: AnyReply> Done<R> {
                 send(
                     self.record(
                         inner,
-                        Outcome {
+                        RequestOutcome {
                             bytes,
                             failed: false,
                         },
@@ -566,7 +566,7 @@ impl<R: AnyReply> Done<R> {
             Err(errno) => self
                 .record(
                     inner,
-                    Outcome {
+                    RequestOutcome {
                         bytes: 0,
                         failed: true,
                     },

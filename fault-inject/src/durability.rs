@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
 
@@ -130,6 +131,30 @@ pub enum LogOp {
 }
 
 impl LogOp {
+    /// Every node this op names, to rename them (the recorder's fresh ids, a
+    /// fingerprint's canonical ones).
+    pub fn nodes_mut(&mut self) -> Vec<&mut NodeId> {
+        match self {
+            LogOp::Write { node, .. } | LogOp::SetLen { node, .. } | LogOp::Fsync { node } => {
+                vec![node]
+            }
+            LogOp::Create { dir, node, .. } | LogOp::Link { dir, node, .. } => vec![dir, node],
+            LogOp::Remove { dir, .. } | LogOp::FsyncDir { dir } => vec![dir],
+            LogOp::Rename {
+                from_dir,
+                to_dir,
+                node,
+                exchanged,
+                ..
+            } => {
+                let mut nodes = vec![from_dir, to_dir, node];
+                nodes.extend(exchanged.as_mut());
+                nodes
+            }
+            LogOp::Sync => Vec::new(),
+        }
+    }
+
     /// Directories whose entries this op changes.
     pub(crate) fn dirs(&self) -> Vec<NodeId> {
         match self {
@@ -485,6 +510,51 @@ impl Log {
         &self.ops
     }
 
+    /// A fingerprint of the initial tree and the operations that does not
+    /// depend on the backing inode numbers: two recordings of a program that
+    /// did the same things on the same files have the same one, wherever
+    /// they ran (the shards of an exploration check that they explored one
+    /// program). Nodes are numbered in the order a sorted walk of the
+    /// initial tree meets them; ids the recorder handed out stay.
+    pub fn fingerprint(&self) -> u64 {
+        let mut canonical = HashMap::new();
+        let mut walk = vec![self.initial.root];
+        let mut nodes = Vec::new();
+        while let Some(id) = walk.pop() {
+            if canonical.contains_key(&id) {
+                continue;
+            }
+            canonical.insert(id, canonical.len() as NodeId);
+            let node = self.initial.nodes.get(&id);
+            if let Some(Node::Dir(entries)) = node {
+                walk.extend(entries.values().rev());
+            }
+            nodes.push(node.cloned());
+        }
+        let rename = |id: &NodeId| canonical.get(id).copied().unwrap_or(*id);
+        let mut hasher = Fnv1a::default();
+        for node in nodes {
+            match node {
+                Some(Node::Dir(entries)) => {
+                    let entries: BTreeMap<&String, NodeId> = entries
+                        .iter()
+                        .map(|(name, id)| (name, rename(id)))
+                        .collect();
+                    entries.hash(&mut hasher);
+                }
+                other => other.hash(&mut hasher),
+            }
+        }
+        for op in &self.ops {
+            let mut op = op.clone();
+            for id in op.nodes_mut() {
+                *id = rename(id);
+            }
+            op.hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+
     /// The initial tree.
     pub fn initial(&self) -> &Tree {
         &self.initial
@@ -705,5 +775,60 @@ mod base64_bytes {
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
         let text = String::deserialize(deserializer)?;
         STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// FNV-1a: a hash that is the same in every process (std's `DefaultHasher`
+/// promises nothing across releases), for [`Log::fingerprint`].
+#[derive(Debug)]
+struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv1a {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A log of "write `data` to the file `f` that was there", over a tree
+    /// whose nodes have the given (backing inode) numbers.
+    fn log(root: NodeId, file: NodeId, data: &[u8]) -> Log {
+        let mut tree = Tree::empty(root);
+        tree.nodes
+            .insert(root, Node::Dir(BTreeMap::from([("f".into(), file)])));
+        tree.nodes.insert(file, Node::File(b"old".to_vec()));
+        let mut log = Log::new(tree);
+        log.push(LogOp::Write {
+            node: file,
+            offset: 0,
+            data: data.to_vec(),
+        });
+        log.push(LogOp::Fsync { node: file });
+        log
+    }
+
+    #[test]
+    fn fingerprints_ignore_inode_numbers_but_not_what_was_done() {
+        let here = log(2, 131_077, b"new");
+        assert_eq!(here.fingerprint(), log(9, 42, b"new").fingerprint());
+        assert_ne!(here.fingerprint(), log(2, 131_077, b"NEW").fingerprint());
+        let mut more = log(2, 131_077, b"new");
+        more.push(LogOp::Sync);
+        assert_ne!(here.fingerprint(), more.fingerprint());
     }
 }

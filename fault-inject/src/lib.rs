@@ -46,6 +46,7 @@ mod parse;
 mod plan;
 mod profile;
 mod rule;
+pub mod shard;
 mod throttle;
 mod units;
 

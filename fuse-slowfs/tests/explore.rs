@@ -577,3 +577,116 @@ fn a_full_temp_directory_is_reported_as_such() {
         "the summary so far: {stdout}"
     );
 }
+
+/// `--shard K/N` then `--merge`: the shards' joined report is the unsharded
+/// run's (same states, coverage, violation groups and examples), also when a
+/// budget cuts the run; a missing shard or a workload that records
+/// differently each time is refused, not merged.
+#[test]
+fn shards_merge_into_the_unsharded_run() {
+    let logs = tempfile::tempdir().unwrap();
+    let dir = logs.path();
+    let json = |name: &str| dir.join(name).display().to_string();
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap()
+    };
+    // What may differ: timings and where each run saved its log.
+    let comparable = |mut v: serde_json::Value| {
+        for key in ["seconds", "high_yield_seconds", "saved_run", "shard_report"] {
+            v.as_object_mut().unwrap().remove(key);
+        }
+        for group in v["groups"].as_array_mut().unwrap() {
+            for example in group["examples"].as_array_mut().unwrap() {
+                example.as_object_mut().unwrap().remove("replay");
+            }
+        }
+        v
+    };
+    // Eight files, each created then written: a crash may keep a file's name
+    // without its line (hundreds of distinct states).
+    let check = "for f in f*; do [ ! -e \"$f\" ] || [ -s \"$f\" ] || { echo \"$f is empty\"; exit 1; }; done";
+    let workload = "for i in 1 2 3 4 5 6 7 8; do echo \"line $i\" > \"$SLOWFS_MOUNT/f$i\"; done";
+    let workload = ["sh", "-c", workload];
+    for budget in ["100000", "40"] {
+        let (whole_code, out) = explore_with(
+            check,
+            &workload,
+            false,
+            dir,
+            &["--max-states", budget, "--json", &json("whole.json")],
+        );
+        assert_eq!(whole_code, 1, "unsynced files are found empty");
+        if budget == "40" {
+            assert!(out.contains("--max-states was reached"), "{out}");
+        }
+        let mut shards = Vec::new();
+        for k in 1..=3 {
+            let name = format!("shard{k}.json");
+            let shard = format!("{k}/3");
+            let (_, out) = explore_with(
+                check,
+                &workload,
+                false,
+                dir,
+                &[
+                    "--max-states",
+                    budget,
+                    "--shard",
+                    &shard,
+                    "--json",
+                    &json(&name),
+                ],
+            );
+            assert!(out.contains(&format!("shard {k}/3:")), "{out}");
+            shards.push(json(&name));
+        }
+        let merge = |files: &[String]| {
+            let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+                .args(["explore", "--json", &json("merged.json"), "--merge"])
+                .args(files)
+                .output()
+                .unwrap();
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            println!("merge {files:?}:\n{text}");
+            (out.status.code().unwrap_or(-1), text)
+        };
+        let reversed: Vec<String> = shards.iter().rev().cloned().collect();
+        let (code, _) = merge(&reversed);
+        assert_eq!(code, whole_code, "the merged run exits as the whole one");
+        let (whole, merged) = (read("whole.json"), read("merged.json"));
+        assert!(whole["violations"].as_u64().unwrap() > 0);
+        assert_eq!(
+            comparable(merged),
+            comparable(whole),
+            "--max-states {budget}: merged shards differ from the unsharded run"
+        );
+        let (code, text) = merge(&shards[..2]);
+        assert_ne!(code, 0);
+        assert!(text.contains("missing shard(s): 3/3"), "{text}");
+    }
+    // A workload whose writes differ run to run explored different programs.
+    let mut shards = Vec::new();
+    for k in 1..=2 {
+        let name = format!("random{k}.json");
+        explore_with(
+            "true",
+            &["sh", "-c", "date +%s%N > \"$SLOWFS_MOUNT/stamp\""],
+            false,
+            dir,
+            &["--shard", &format!("{k}/2"), "--json", &json(&name)],
+        );
+        shards.push(json(&name));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .args(["explore", "--merge"])
+        .args(&shards)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(text.contains("not deterministic"), "{text}");
+}

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::text::{describe, kept_spec, paths_of, ranges};
 use crate::durability::{Keep, Kept, Log, NodeId};
@@ -43,7 +43,7 @@ impl Violation {
 }
 
 /// Violations with one cause.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Group {
     /// The checker's message, normalised (numbers, hashes, temp names masked).
     pub message: String,
@@ -59,7 +59,7 @@ pub struct Group {
 }
 
 /// One violation as a person reads it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Example {
     /// `CRASH_POINT/KEPT` for `--replay`.
     pub state: String,
@@ -86,76 +86,72 @@ pub struct Grouper<'a> {
     log: &'a Log,
     names: HashMap<NodeId, String>,
     ignored: globset::GlobSet,
+    tally: Tally,
+}
+
+/// What a [`Grouper`] has taken in, in a form that travels (JSON) and adds
+/// up: the tallies of the shards of one run [`merge`](Tally::merge) into the
+/// unsharded run's (exactly, while a group has at most 50 patterns).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
     groups: BTreeMap<String, Building>,
     total: usize,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Building {
     count: usize,
     points: std::collections::BTreeSet<usize>,
-    patterns: HashMap<String, usize>,
-    /// (lost count, point) -> example, the smallest kept.
-    examples: Vec<((usize, usize), Example)>,
+    patterns: BTreeMap<String, usize>,
+    /// The smallest examples, by rank.
+    examples: Vec<(Rank, Example)>,
 }
 
-impl<'a> Grouper<'a> {
-    /// A grouper for violations of `log`'s crash states; `ignored` says which
-    /// paths were left out of the states (operations only on those are not
-    /// shown as lost).
-    pub fn new(log: &'a Log, ignored: globset::GlobSet) -> Grouper<'a> {
-        Grouper {
-            log,
-            names: super::text::node_names(log),
-            ignored,
-            groups: BTreeMap::new(),
-            total: 0,
+/// Smaller is a better example: fewer lost operations, an earlier point, then
+/// the state's spelling (so that the order of arrival never matters).
+type Rank = (usize, usize, String);
+
+impl Building {
+    fn offer(&mut self, rank: Rank, example: impl FnOnce() -> Example) {
+        if self.examples.len() < EXAMPLES_PER_GROUP
+            || self.examples.last().is_some_and(|(worst, _)| rank < *worst)
+        {
+            self.examples.push((rank, example()));
+            self.examples.sort_by(|a, b| a.0.cmp(&b.0));
+            self.examples.dedup_by(|a, b| a.0 == b.0);
+            self.examples.truncate(EXAMPLES_PER_GROUP);
         }
     }
 
-    /// Violations taken in so far.
+    fn count_pattern(&mut self, pattern: String, count: usize) {
+        if self.patterns.len() < PATTERNS_KEPT || self.patterns.contains_key(&pattern) {
+            *self.patterns.entry(pattern).or_default() += count;
+        }
+    }
+}
+
+impl Tally {
+    /// Violations taken in.
     pub fn total(&self) -> usize {
         self.total
     }
 
-    /// Takes in one violation.
-    pub fn add(&mut self, v: &Violation) {
-        self.total += 1;
-        let lost = lost_ops(self.log, v, &self.names, &self.ignored);
-        let mut pattern: Vec<String> = lost.iter().map(|l| normalise(strip_index(l))).collect();
-        pattern.sort();
-        pattern.dedup();
-        let group = self
-            .groups
-            .entry(normalise(&v.output))
-            .or_insert_with(|| Building {
-                count: 0,
-                points: Default::default(),
-                patterns: HashMap::new(),
-                examples: Vec::new(),
-            });
-        group.count += 1;
-        group.points.insert(v.point);
-        let pattern = pattern.join("; ");
-        if group.patterns.len() < PATTERNS_KEPT || group.patterns.contains_key(&pattern) {
-            *group.patterns.entry(pattern).or_default() += 1;
-        }
-        let rank = (v.lost().count(), v.point);
-        if group.examples.len() < EXAMPLES_PER_GROUP
-            || group
-                .examples
-                .last()
-                .is_some_and(|(worst, _)| rank < *worst)
-        {
-            let example = Example {
-                state: v.state(),
-                point: v.point,
-                kept: v.pending.len() - v.lost().count(),
-                lost,
-                output: v.output.lines().take(20).collect::<Vec<_>>().join("\n"),
+    /// Adds another tally of the same run's states (another shard's).
+    pub fn merge(&mut self, other: Tally) {
+        self.total += other.total;
+        for (message, theirs) in other.groups {
+            let Some(ours) = self.groups.get_mut(&message) else {
+                self.groups.insert(message, theirs);
+                continue;
             };
-            group.examples.push((rank, example));
-            group.examples.sort_by_key(|(rank, _)| *rank);
-            group.examples.truncate(EXAMPLES_PER_GROUP);
+            ours.count += theirs.count;
+            ours.points.extend(theirs.points);
+            for (pattern, count) in theirs.patterns {
+                ours.count_pattern(pattern, count);
+            }
+            for (rank, example) in theirs.examples {
+                ours.offer(rank, || example);
+            }
         }
     }
 
@@ -181,6 +177,65 @@ impl<'a> Grouper<'a> {
             .collect();
         groups.sort_by(|a, b| b.count.cmp(&a.count).then(a.message.cmp(&b.message)));
         groups
+    }
+}
+
+impl<'a> Grouper<'a> {
+    /// A grouper for violations of `log`'s crash states; `ignored` says which
+    /// paths were left out of the states (operations only on those are not
+    /// shown as lost).
+    pub fn new(log: &'a Log, ignored: globset::GlobSet) -> Grouper<'a> {
+        Grouper {
+            log,
+            names: super::text::node_names(log),
+            ignored,
+            tally: Tally::default(),
+        }
+    }
+
+    /// Violations taken in so far.
+    pub fn total(&self) -> usize {
+        self.tally.total
+    }
+
+    /// Takes in one violation.
+    pub fn add(&mut self, v: &Violation) {
+        self.tally.total += 1;
+        let lost = lost_ops(self.log, v, &self.names, &self.ignored);
+        let mut pattern: Vec<String> = lost.iter().map(|l| normalise(strip_index(l))).collect();
+        pattern.sort();
+        pattern.dedup();
+        let group = self
+            .tally
+            .groups
+            .entry(normalise(&v.output))
+            .or_insert_with(|| Building {
+                count: 0,
+                points: Default::default(),
+                patterns: BTreeMap::new(),
+                examples: Vec::new(),
+            });
+        group.count += 1;
+        group.points.insert(v.point);
+        group.count_pattern(pattern.join("; "), 1);
+        let rank = (v.lost().count(), v.point, v.state());
+        group.offer(rank, || Example {
+            state: v.state(),
+            point: v.point,
+            kept: v.pending.len() - v.lost().count(),
+            lost,
+            output: v.output.lines().take(20).collect::<Vec<_>>().join("\n"),
+        });
+    }
+
+    /// What was taken in, to merge with other shards' or to group.
+    pub fn tally(&self) -> &Tally {
+        &self.tally
+    }
+
+    /// The groups, largest first.
+    pub fn groups(&self) -> Vec<Group> {
+        self.tally.groups()
     }
 }
 
@@ -354,5 +409,51 @@ mod tests {
         // op 1 (db-shm) is ignored: not shown; op 0 kept whole: not shown.
         assert_eq!(smallest.lost, ["op 2 lost: write db [0..10)"]);
         assert_eq!(smallest.kept, 1);
+    }
+
+    /// Shards' tallies merge into the unsharded run's whatever the split and
+    /// the order of arrival.
+    #[test]
+    fn tallies_of_shards_merge_into_the_whole_runs() {
+        let mut log = Log::new(Tree::empty(1));
+        for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+            log.push(LogOp::Create {
+                dir: 1,
+                name: name.into(),
+                node: 2 + i as u64,
+                kind: NodeKind::File,
+            });
+        }
+        let all: Vec<Violation> = (0..=3)
+            .flat_map(|point| {
+                let pending = log.pending(point);
+                (0..4).map(move |n| Violation {
+                    point,
+                    kept: pending
+                        .iter()
+                        .take(n % 2)
+                        .map(|&i| (i, Keep::Whole))
+                        .collect(),
+                    pending: pending.clone(),
+                    output: format!("missing {}", ["a", "b"][n % 2]),
+                    status: 1,
+                })
+            })
+            .collect();
+        let none = globset::GlobSet::empty();
+        let mut whole = Grouper::new(&log, none.clone());
+        all.iter().rev().for_each(|v| whole.add(v));
+        for shards in 1..=4 {
+            let mut merged = Tally::default();
+            for k in 0..shards {
+                let mut shard = Grouper::new(&log, none.clone());
+                for v in all.iter().skip(k).step_by(shards) {
+                    shard.add(v);
+                }
+                merged.merge(shard.tally().clone());
+            }
+            assert_eq!(merged.groups(), whole.groups(), "{shards} shards");
+            assert_eq!(merged.total(), all.len());
+        }
     }
 }

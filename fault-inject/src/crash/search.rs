@@ -89,7 +89,7 @@ pub struct PointCoverage {
 }
 
 /// How a whole search stands. The four categories add up to `points`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CoverageSummary {
     /// Crash points in the search.
     pub points: usize,

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use slowfs::explore::{
-    checker_reads_crash_point, explore as run_explore, materialize, record, replay, CheckSettings,
-    Cut, Exploration, ExploreConfig, Judgement, Progress, Running, SavedRun,
+    checker_reads_crash_point, explore as run_explore, log_digest, materialize, merge, record,
+    replay, CheckSettings, Cut, Exploration, ExploreConfig, Judgement, Progress, Running, SavedRun,
+    ShardReport,
 };
 use slowfs::signals::block_termination;
 use slowfs_faults::crash::report::Group;
@@ -24,6 +25,9 @@ const GROUPS_SHOWN: usize = 10;
 pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     if let Some(saved) = &args.replay {
         return replay_one(saved, &args);
+    }
+    if !args.merge.is_empty() {
+        return merge_shards(&args);
     }
     let check = args
         .check
@@ -100,11 +104,30 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     let report = Report {
         result: &result,
         saved: saved.as_deref(),
-        args: &args,
+        per_point: args.per_point,
+        time_budget: args.time_budget.is_some(),
     };
     report.print();
     let mut violations = result.violations;
     let mut json = report.json();
+    if let Some(shard) = args.shard {
+        json["shard_report"] = serde_json::to_value(ShardReport {
+            exploration: result.clone(),
+            log_digest: log_digest(&log),
+            seed: args.seed,
+            max_states: args.max_states,
+            per_point: args.per_point,
+            torn_sector: config.torn_sector,
+            ignore: args.ignore.clone(),
+            time_budget: args.time_budget.is_some(),
+            saved_run: saved.clone(),
+        })?;
+        println!(
+            "\nthis was shard {shard}: it checked {} of the run's {} states; \
+             `slowfs explore --merge` joins the shards' --json reports into the run's verdict",
+            result.checked_here, result.states
+        );
+    }
     if args.fsync_fails && result.cut != Some(Cut::Interrupted) {
         let (found, runs) = explore_fsync_failures(&args, &log, &config, &workload_pid)?;
         violations += found;
@@ -115,18 +138,57 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
         println!("\nreport as JSON: {}", path.display());
     }
-    let code = if result.cut == Some(Cut::Interrupted) {
+    Ok(exit_code(&result, violations, args.partial_ok))
+}
+
+/// 130 interrupted, 1 violations, 4 explore's own error, 3 not every point
+/// covered (unless `partial_ok`), else 0.
+fn exit_code(result: &Exploration, violations: usize, partial_ok: bool) -> ExitCode {
+    ExitCode::from(if result.cut == Some(Cut::Interrupted) {
         130
     } else if violations > 0 {
         1
     } else if result.cut == Some(Cut::OwnError) {
         4
-    } else if !result.coverage.complete() && !args.partial_ok {
+    } else if !result.coverage.complete() && !partial_ok {
         3
     } else {
         0
+    })
+}
+
+/// `--merge`: the shards' reports joined, printed and judged as one run.
+fn merge_shards(args: &ExploreArgs) -> anyhow::Result<ExitCode> {
+    let mut shards = Vec::new();
+    for path in &args.merge {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let json: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", path.display()))?;
+        let shard =
+            serde_json::from_value::<ShardReport>(json["shard_report"].clone()).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: {e} (expected the --json report of `slowfs explore --shard K/N`)",
+                    path.display()
+                )
+            })?;
+        shards.push(shard);
+    }
+    let merged = merge(shards).map_err(|e| anyhow::anyhow!("slowfs explore --merge: {e}"))?;
+    let result = &merged.exploration;
+    let report = Report {
+        result,
+        saved: merged.saved_run.as_deref(),
+        per_point: merged.per_point,
+        time_budget: merged.time_budget,
     };
-    Ok(ExitCode::from(code))
+    report.print();
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report.json())?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("\nreport as JSON: {}", path.display());
+    }
+    Ok(exit_code(result, result.violations, args.partial_ok))
 }
 
 fn config(
@@ -145,6 +207,7 @@ fn config(
     config.seed = args.seed;
     config.crash_points = args.crash_points;
     config.per_point = args.per_point;
+    config.shard = args.shard;
     if let Some(jobs) = args.jobs {
         config.jobs = jobs.max(1);
     }
@@ -237,7 +300,8 @@ fn explore_fsync_failures(
         let report = Report {
             result: &result,
             saved: saved.as_deref(),
-            args,
+            per_point: args.per_point,
+            time_budget: args.time_budget.is_some(),
         };
         report.print();
         let mut json = report.json();
@@ -303,7 +367,10 @@ impl ProgressLine {
 struct Report<'a> {
     result: &'a Exploration,
     saved: Option<&'a Path>,
-    args: &'a ExploreArgs,
+    /// `--per-point`: states are distinct per crash point.
+    per_point: bool,
+    /// Whether a `--time-budget` was given (the advice to finish names it).
+    time_budget: bool,
 }
 
 impl Report<'_> {
@@ -315,11 +382,17 @@ impl Report<'_> {
             "crash points: {}..={} ({} in all)",
             r.crash_points.0, r.crash_points.1, c.points
         );
+        if let Some(shard) = r.shard {
+            println!(
+                "shard {shard}: {} of the run's distinct states checked here",
+                r.checked_here
+            );
+        }
         println!(
             "states checked: {} distinct ({} skipped as already checked{}), {:.0}/s",
             r.states,
             r.duplicates,
-            if self.args.per_point {
+            if self.per_point {
                 " at the same crash point"
             } else {
                 ""
@@ -387,6 +460,13 @@ impl Report<'_> {
                 r.groups.len()
             );
         }
+        if let Some(shard) = r.shard {
+            return format!(
+                "verdict: shard {shard}: no violation in its {} states; the run's verdict is \
+                 `slowfs explore --merge` of every shard's --json report",
+                r.checked_here
+            );
+        }
         if let Some(e) = &r.error {
             return format!("verdict: STOPPED by explore's own error ({e}): clean so far only");
         }
@@ -407,7 +487,7 @@ impl Report<'_> {
              --crash-points {a}..{b}); --partial-ok accepts a partial run",
             c.incomplete.len(),
             ranges(&c.incomplete),
-            if self.args.time_budget.is_some() {
+            if self.time_budget {
                 " and a longer --time-budget"
             } else {
                 ""

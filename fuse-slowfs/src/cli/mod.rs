@@ -223,7 +223,7 @@ struct ExploreArgs {
     /// directory with SLOWFS_STATE, SLOWFS_CRASH_POINT and SLOWFS_OPS set; exit 0
     /// accepts the state. Required, except with --replay (which checks the way
     /// the saved run did, unless given another).
-    #[arg(long, required_unless_present = "replay")]
+    #[arg(long, required_unless_present_any = ["replay", "merge"])]
     check: Option<String>,
     /// Exit 0 even when the budget ran out before every crash point got its
     /// high-yield states (by default such a run exits 3: clean so far is not clean).
@@ -297,6 +297,23 @@ struct ExploreArgs {
     /// violations to replay, and the summary says where.
     #[arg(long)]
     log_dir: Option<PathBuf>,
+    /// Check only shard K of N (1-based, e.g. 2/4) of the distinct crash
+    /// states, so that N CI jobs share a long run: every shard records the
+    /// workload and walks the same states (the workload must do the same
+    /// operations every time), checking every Nth. Needs --json; `--merge`
+    /// joins the shards' reports into the unsharded run's.
+    #[arg(
+        long,
+        value_name = "K/N",
+        requires = "json",
+        conflicts_with = "fsync_fails"
+    )]
+    shard: Option<slowfs_faults::shard::Shard>,
+    /// Join the --json reports of every shard of one run (`--shard K/N`, any
+    /// order) into the report the unsharded run gives, instead of running a
+    /// workload; exit status as a run's.
+    #[arg(long, value_name = "SHARD_JSON", num_args = 1.., conflicts_with_all = ["replay", "shard"])]
+    merge: Vec<PathBuf>,
     /// The workload command and its arguments (after --).
     #[arg(last = true)]
     workload: Vec<std::ffi::OsString>,

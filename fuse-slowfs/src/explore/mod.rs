@@ -31,13 +31,18 @@ use std::sync::mpsc::{self, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use slowfs_faults::crash::report::{Group, Grouper, Violation};
+use serde::{Deserialize, Serialize};
+use slowfs_faults::crash::report::{Group, Grouper, Tally, Violation};
 use slowfs_faults::crash::search::{Candidate, CoverageSummary, Search, SearchConfig};
 use slowfs_faults::durability::{Kept, Log};
+use slowfs_faults::shard::Shard;
 
 pub use crate::tree_io::{materialize, scan};
+mod shards;
+
 pub use checker::{Checker, Judgement, Running, StateRef};
 pub use record::{record, CheckSettings, Recorded, SavedRun};
+pub use shards::{log_digest, merge, ShardReport};
 
 /// How to explore.
 #[derive(Debug, Clone)]
@@ -59,6 +64,10 @@ pub struct ExploreConfig {
     pub per_point: bool,
     /// Checkers running at once.
     pub jobs: usize,
+    /// Check only this shard's part of the states (every run walks the same
+    /// sequence of distinct states; shard K/N checks every Nth); [`merge`]
+    /// joins the shards' results.
+    pub shard: Option<Shard>,
     /// Set from outside (Ctrl-C) to stop early; what was found is kept.
     pub stop: Arc<AtomicBool>,
     /// The checker processes running; [`Running::stop_all`] ends them (a
@@ -83,6 +92,7 @@ impl ExploreConfig {
             crash_points: None,
             per_point: false,
             jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            shard: None,
             stop: Arc::default(),
             running: Running::default(),
         }
@@ -90,7 +100,7 @@ impl ExploreConfig {
 }
 
 /// Why an exploration ended before it had checked everything it planned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Cut {
     /// `--max-states` was reached.
     MaxStates,
@@ -125,14 +135,18 @@ impl Progress {
 }
 
 /// What an exploration found.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Exploration {
     /// Operations recorded.
     pub ops: usize,
     /// The crash points visited (inclusive).
     pub crash_points: (usize, usize),
-    /// Distinct states checked.
+    /// Distinct states checked (by all the shards, in a sharded run).
     pub states: usize,
+    /// The shard this run was, if it was one.
+    pub shard: Option<Shard>,
+    /// Distinct states this run checked itself (`states`, unless a shard).
+    pub checked_here: usize,
     /// States skipped because the same content had been checked.
     pub duplicates: usize,
     /// What was covered, per category (they add up to the points).
@@ -152,6 +166,8 @@ pub struct Exploration {
     pub violations: usize,
     /// Them, grouped by cause, largest group first.
     pub groups: Vec<Group>,
+    /// What the groups are made from, for merging shards.
+    pub tally: Tally,
 }
 
 /// A state for a worker.
@@ -298,6 +314,7 @@ pub fn explore(
 
     let mut run = Run {
         counts: Progress::default(),
+        checked_here: 0,
         grouper: Grouper::new(log, ignore),
         fatal: None,
         scratch_error: None,
@@ -330,7 +347,13 @@ pub fn explore(
         let Some(candidate) = search.next() else {
             break;
         };
+        // Every shard counts every state, so that the budget is the run's.
+        let ours = config.shard.is_none_or(|s| s.owns(run.counts.checked));
         run.counts.checked += 1;
+        run.checked_here += usize::from(ours);
+        if !ours {
+            continue;
+        }
         let mut task = Task { candidate };
         loop {
             match task_tx.try_send(task) {
@@ -383,6 +406,8 @@ pub fn explore(
         ops: total,
         crash_points: search.range(),
         states: run.counts.checked,
+        shard: config.shard,
+        checked_here: run.checked_here,
         duplicates: search.duplicates(),
         coverage: search.summary(),
         finished: search.finished(),
@@ -396,12 +421,14 @@ pub fn explore(
         }),
         violations: run.grouper.total(),
         groups: run.grouper.groups(),
+        tally: run.grouper.tally().clone(),
     })
 }
 
 /// The bookkeeping of one exploration.
 struct Run<'a> {
     counts: Progress,
+    checked_here: usize,
     grouper: Grouper<'a>,
     fatal: Option<io::Error>,
     scratch_error: Option<io::Error>,

@@ -48,32 +48,8 @@ impl Recorder {
             state.next += 1;
             state.ids.insert(*node, fresh);
         }
-        let id =
-            |n: &mut NodeId, ids: &HashMap<NodeId, NodeId>| *n = ids.get(n).copied().unwrap_or(*n);
-        match &mut op {
-            LogOp::Write { node, .. } | LogOp::SetLen { node, .. } | LogOp::Fsync { node } => {
-                id(node, &state.ids)
-            }
-            LogOp::Create { dir, node, .. } | LogOp::Link { dir, node, .. } => {
-                id(dir, &state.ids);
-                id(node, &state.ids);
-            }
-            LogOp::Remove { dir, .. } | LogOp::FsyncDir { dir } => id(dir, &state.ids),
-            LogOp::Rename {
-                from_dir,
-                to_dir,
-                node,
-                exchanged,
-                ..
-            } => {
-                id(from_dir, &state.ids);
-                id(to_dir, &state.ids);
-                id(node, &state.ids);
-                if let Some(other) = exchanged {
-                    id(other, &state.ids);
-                }
-            }
-            LogOp::Sync => {}
+        for node in op.nodes_mut() {
+            *node = state.ids.get(node).copied().unwrap_or(*node);
         }
         state.ops.push(op);
     }

@@ -22,8 +22,8 @@ pub struct Report {
     round_trip_us: Percentiles,
     round_trip_1000_us: Percentiles,
     /// Fixed delays at concurrency 1 are measured with 1,000 other requests parked.
-    fixed: Vec<FixedRow>,
-    distributions: Vec<DistRow>,
+    pub(crate) fixed: Vec<FixedRow>,
+    pub(crate) distributions: Vec<DistRow>,
     spikes: Vec<SpikeRow>,
     rates: Vec<RateRow>,
     profiles: Vec<ProfileRow>,
@@ -36,13 +36,13 @@ struct Percentiles {
 }
 
 #[derive(Debug, Serialize)]
-struct FixedRow {
-    delay_us: f64,
-    concurrency: usize,
+pub(crate) struct FixedRow {
+    pub(crate) delay_us: f64,
+    pub(crate) concurrency: usize,
     samples: usize,
     /// Observed minus the same-run round trip.
-    p50_us: f64,
-    p99_us: f64,
+    pub(crate) p50_us: f64,
+    pub(crate) p99_us: f64,
     /// Observed p99 minus the round trip's own p99.
     p99_minus_round_trip_p99_us: f64,
     /// Within 0.1 ms or 5% at p50 and 0.5 ms or 10% at p99 (see [`within`]).
@@ -55,15 +55,27 @@ struct FixedRow {
 }
 
 #[derive(Debug, Serialize)]
-struct DistRow {
-    rule: String,
+pub(crate) struct DistRow {
+    pub(crate) rule: String,
     samples: usize,
-    ks: f64,
+    pub(crate) ks: f64,
     observed_p50_us: f64,
     configured_p50_us: f64,
     /// KS against the configured distribution plus a kernel sleep's overshoot
     /// (drawn from the measured overshoots): what a perfect sleeper gets here.
     ks_vs_sleep: f64,
+    /// The samples behind the statistics, for the plots (not in the JSON).
+    #[serde(skip)]
+    pub(crate) samples_us: DistSamples,
+}
+
+/// One distribution's samples, in µs: what the caller saw, what the rule
+/// draws, and the draws plus a kernel sleep's overshoot.
+#[derive(Debug, Default)]
+pub(crate) struct DistSamples {
+    pub(crate) observed: Vec<f64>,
+    pub(crate) configured: Vec<f64>,
+    pub(crate) configured_and_sleep: Vec<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -299,6 +311,11 @@ pub fn run(scale: f64) -> anyhow::Result<Report> {
             observed_p50_us: observed[observed.len() / 2],
             configured_p50_us: drawn[drawn.len() / 2],
             ks_vs_sleep,
+            samples_us: DistSamples {
+                observed,
+                configured: drawn,
+                configured_and_sleep: drawn_then_slept,
+            },
         };
         eprintln!(
             "fidelity: {dist:<22} KS {ks:.3}, {ks_vs_sleep:.3} with a sleep's overshoot (p50 {:.0} vs {:.0} µs)",

@@ -1,10 +1,11 @@
 //! `slowfs-bench`: measurements of the filesystem itself, not tests.
 //!
-//! `slowfs-bench fidelity [--json FILE]` measures whether faults are what their
+//! `slowfs-bench fidelity [--json FILE] [--plots DIR]` measures whether faults are what their
 //! rules say, at the caller's syscall (see `fidelity.rs`). Engine throughput is
 //! `slowfs-engine-bench` (crate slowfs-conformance).
 
 mod fidelity;
+mod plots;
 
 use std::path::PathBuf;
 
@@ -29,17 +30,26 @@ enum Command {
         /// Fraction of the full sample counts (1.0 takes a few minutes).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
+        /// Also draw the report as SVG plots into DIR: injected vs observed
+        /// delays, and each distribution's configured and observed CDFs.
+        #[arg(long, value_name = "DIR")]
+        plots: Option<PathBuf>,
     },
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Fidelity { json, scale } => {
+        Command::Fidelity { json, scale, plots } => {
             let report = fidelity::run(scale)?;
             fidelity::print(&report);
             if let Some(path) = json {
                 fidelity::write_json(&report, &path)?;
                 eprintln!("slowfs-bench: wrote {}", path.display());
+            }
+            if let Some(dir) = plots {
+                for path in plots::write(&report, &dir)? {
+                    eprintln!("slowfs-bench: drew {}", path.display());
+                }
             }
             Ok(())
         }

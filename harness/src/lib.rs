@@ -130,6 +130,7 @@ pub mod backend;
 pub mod capability;
 pub mod engine;
 pub mod lag;
+pub mod proxy;
 
 pub use backend::{AnyEngine, AnyFile, ENGINE_NAMES};
 pub use capability::{Capability, UnknownCapability};

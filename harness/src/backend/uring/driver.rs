@@ -8,9 +8,9 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use io_uring::{opcode, types, IoUring, Probe};
 use tokio::sync::oneshot;
@@ -52,8 +52,12 @@ enum Message {
 /// Handle to the driver thread.
 #[derive(Debug)]
 pub(super) struct Driver {
-    tx: Mutex<mpsc::Sender<Message>>,
+    tx: mpsc::Sender<Message>,
     wake: OwnedFd,
+    /// Set by the driver thread while it waits in the ring: only then does a
+    /// new message need the eventfd (a syscall) to wake it; while it works it
+    /// drains the channel anyway.
+    sleeping: Arc<AtomicBool>,
     next_id: AtomicU64,
     in_flight: Arc<AtomicUsize>,
 }
@@ -110,9 +114,11 @@ impl Driver {
         let wake = unsafe { OwnedFd::from_raw_fd(wake) };
         let (tx, rx) = mpsc::channel();
         let in_flight = Arc::new(AtomicUsize::new(0));
+        let sleeping = Arc::new(AtomicBool::new(false));
         let thread = Reactor {
             ring,
             rx,
+            sleeping: Arc::clone(&sleeping),
             // The thread's own copy: it may outlive `Driver` while ops drain.
             wake: wake.try_clone()?,
             ops: HashMap::new(),
@@ -120,8 +126,9 @@ impl Driver {
             shutting_down: false,
         };
         let driver = Arc::new(Driver {
-            tx: Mutex::new(tx),
+            tx,
             wake,
+            sleeping,
             next_id: AtomicU64::new(0),
             in_flight,
         });
@@ -162,10 +169,16 @@ impl Driver {
     }
 
     fn send(&self, message: Message) {
-        let _ = self.tx.lock().unwrap().send(message);
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        let _ = self.tx.send(message);
+        // Pairs with the driver's fence between announcing its sleep and its
+        // last look at the channel: either it sees this message, or this sees
+        // it asleep and wakes it.
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            let one: u64 = 1;
+            // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
+            unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
     }
 }
 
@@ -181,6 +194,7 @@ impl Drop for Driver {
 struct Reactor {
     ring: IoUring,
     rx: mpsc::Receiver<Message>,
+    sleeping: Arc<AtomicBool>,
     wake: OwnedFd,
     ops: HashMap<u64, InFlight>,
     in_flight: Arc<AtomicUsize>,
@@ -198,11 +212,31 @@ impl Reactor {
             if self.shutting_down && self.ops.is_empty() {
                 return;
             }
+            // Completions already there (reads of cached data complete inside
+            // the submit): reap them without sleeping.
+            let _ = self.ring.submit();
+            if !self.ring.completion().is_empty() {
+                self.reap(wake_fd);
+                continue;
+            }
+            self.sleeping.store(true, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            // A message sent before the flag was seen: handle it first.
+            match self.rx.try_recv() {
+                Ok(message) => {
+                    self.sleeping.store(false, Ordering::SeqCst);
+                    self.handle(message);
+                    continue;
+                }
+                Err(mpsc::TryRecvError::Empty) => {}
+                Err(mpsc::TryRecvError::Disconnected) => {}
+            }
             if let Err(e) = self.ring.submit_and_wait(1) {
                 if e.raw_os_error() != Some(libc::EINTR) && e.raw_os_error() != Some(libc::EBUSY) {
                     eprintln!("uring driver: io_uring_enter failed: {e}");
                 }
             }
+            self.sleeping.store(false, Ordering::SeqCst);
             self.reap(wake_fd);
         }
     }

@@ -400,8 +400,6 @@ impl Inner {
         }
     }
 
-    /// Serves one request: asks the plan, then runs `job` now or parks it. `data` is
-    /// a write's payload (empty otherwise); it is copied only if the request must wait.
     /// [`serve`](Self::serve) for the common request: `op` on inode `ino`,
     /// moving no data.
     fn serve_on<R: AnyReply>(
@@ -416,6 +414,8 @@ impl Inner {
         self.serve(Ask::new(req, op, &path), &[], reply, job)
     }
 
+    /// Serves one request: asks the plan, then runs `job` now or parks it. `data` is
+    /// a write's payload (empty otherwise); it is copied only if the request must wait.
     fn serve<R: AnyReply>(
         self: &Arc<Self>,
         Ask {

@@ -8,7 +8,7 @@
 //! slowfs run --set 'read delay=5ms' -- target/release/examples/async_fs_read_amplification
 //! ```
 //! prints `asked for 400 KiB in 100 reads of 4 KiB: 1041.2 ms, 96 reads/s`
-//! (a `pread(2)` per read would take ~520 ms), and slowfs's stats at exit show
+//! (`pread(2)` of the same: 535 ms, 187 reads/s), and slowfs's stats at exit show
 //! what the file really read: `read 200 ... 1638400` bytes.
 
 use std::time::Instant;

@@ -48,6 +48,7 @@ mod profile;
 mod rule;
 pub mod shard;
 mod throttle;
+pub mod trace;
 mod units;
 
 pub use config::{ConfigError, FaultSpec};

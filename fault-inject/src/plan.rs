@@ -12,7 +12,7 @@ use crate::rule::{Action, Rule};
 use crate::throttle::TokenBucket;
 
 /// What to do to one request: the combined effect of every rule that fired on it.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Decision {
     /// Hold the request this long before doing it (delays and throttle waits add up).
     pub delay: Duration,
@@ -30,7 +30,7 @@ pub struct Decision {
 
 /// How a request that runs is carried out differently: the part of a
 /// [`Decision`] the request's own code applies (short counts and storage that lies).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Effects {
     /// Move at most this many bytes.
     pub short_to: Option<u64>,
@@ -45,7 +45,7 @@ pub struct Effects {
 }
 
 /// How long a `hang` holds a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Hang {
     /// Until `slowfs ctl MNT release` (or the caller is interrupted).
     UntilReleased,
@@ -69,7 +69,7 @@ impl Hang {
 }
 
 /// An fsync failed the way Linux reports a failed write-back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FsyncFailure {
     /// The errno fsync returns (EIO, ENOSPC, ...).
     pub errno: i32,
@@ -146,6 +146,8 @@ pub struct FaultPlan {
     start: Instant,
     rules: RwLock<Arc<Rules>>,
     next_id: Mutex<u64>,
+    /// Recording the faults that fire, or replaying recorded ones.
+    trace: Option<crate::trace::FaultTrace>,
 }
 
 /// One version of the rule set, with an index built on first use: per
@@ -244,6 +246,7 @@ impl FaultPlan {
             start: Instant::now(),
             rules: RwLock::new(Arc::new(Rules::default())),
             next_id: Mutex::new(1),
+            trace: None,
         };
         for rule in rules {
             plan.add(rule);
@@ -254,6 +257,18 @@ impl FaultPlan {
     /// The run seed.
     pub fn seed(&self) -> u64 {
         self.seed
+    }
+
+    /// Faults a replaying trace holds (0 without one, or when recording).
+    pub fn traced_faults(&self) -> usize {
+        self.trace.as_ref().map_or(0, |t| t.len())
+    }
+
+    /// Records every fault that fires into `trace`, or (a replaying trace)
+    /// fires the recorded faults instead of drawing: see [`crate::trace`].
+    pub fn with_trace(mut self, trace: crate::trace::FaultTrace) -> FaultPlan {
+        self.trace = Some(trace);
+        self
     }
 
     /// Adds a rule at runtime; returns its id.
@@ -388,6 +403,25 @@ impl FaultPlan {
     /// Decides what happens to one request: `op` on mount-relative `path`, asking to
     /// move `bytes` bytes (0 for requests that move none).
     pub fn decide(&self, op: Op, path: &str, bytes: u64) -> Decision {
+        let Some(trace) = &self.trace else {
+            return self.draw(op, path, bytes);
+        };
+        let occurrence = trace.count(op, path);
+        match trace.replayed(op, path, occurrence) {
+            Some(recorded) => recorded,
+            None if trace.replaying() => Decision::default(),
+            None => {
+                let decision = self.draw(op, path, bytes);
+                if !decision.is_clean() {
+                    trace.write(op, path, occurrence, &decision);
+                }
+                decision
+            }
+        }
+    }
+
+    /// The rules' answer for one request, drawn from their RNGs.
+    fn draw(&self, op: Op, path: &str, bytes: u64) -> Decision {
         let rules = self.current();
         let mut verdict = Decision::default();
         if rules.is_empty() {

@@ -101,7 +101,7 @@ pub enum Action {
 }
 
 /// How `corrupt=` damages a sector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Corruption {
     /// Flip this many bits (`bitflip:N`, at least one).
     BitFlip(u32),

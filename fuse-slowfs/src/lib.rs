@@ -38,6 +38,6 @@ pub mod tuning;
 mod unmount;
 
 pub use fs::DurabilityReport;
-pub use mount::{ControlSocket, Durability, Mount, MountConfig};
+pub use mount::{ControlSocket, Durability, FaultTraceFile, Mount, MountConfig};
 pub use stats::StatsReport;
 pub use tuning::Tuning;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fuser::{Config, SessionACL};
+use slowfs_faults::trace::FaultTrace;
 use slowfs_faults::{FaultPlan, FaultSpec};
 
 use crate::control::{default_socket, ControlServer, Served};
@@ -56,10 +57,21 @@ pub struct MountConfig {
     /// every request through the daemon (`never`). Passthrough excludes the
     /// writeback cache, and the crash model and recording turn it off.
     pub passthrough: bool,
+    /// Record the faults that fire into a file, or replay such a file.
+    pub fault_trace: Option<FaultTraceFile>,
     /// A parked (delayed or hung) request ends with EINTR as soon as its caller is
     /// interrupted or killed, like an NFS mount with `intr`; off (`--no-intr`): it
     /// waits out its fault whatever happens to the caller.
     pub interruptible: bool,
+}
+
+/// A fault trace (`slowfs_faults::trace`) to write or to replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FaultTraceFile {
+    /// Write every fault that fires here.
+    Record(PathBuf),
+    /// Fire the faults recorded here instead of drawing.
+    Replay(PathBuf),
 }
 
 /// What a mount keeps about durability. Each step keeps what the one before
@@ -118,6 +130,7 @@ impl MountConfig {
             control: ControlSocket::Default,
             tuning: crate::Tuning::default(),
             durability: Durability::Off,
+            fault_trace: None,
             passthrough: true,
             interruptible: true,
         }
@@ -132,6 +145,7 @@ pub struct Mount {
     connection: Option<u64>,
     control: Option<ControlServer>,
     session: Option<fuser::BackgroundSession>,
+    fault_trace: Option<FaultTraceFile>,
 }
 
 /// The slowfs mounted at `mountpoint`, unless it goes away within 2 s: a mount
@@ -202,7 +216,13 @@ impl Mount {
             crate::control::claim_socket(socket)?;
         }
         let seed = config.spec.seed.unwrap_or(config.default_seed);
-        let plan = Arc::new(FaultPlan::new(seed, config.spec.rules.iter().cloned()));
+        let mut plan = FaultPlan::new(seed, config.spec.rules.iter().cloned());
+        plan = match &config.fault_trace {
+            Some(FaultTraceFile::Record(file)) => plan.with_trace(FaultTrace::record(file)?),
+            Some(FaultTraceFile::Replay(file)) => plan.with_trace(FaultTrace::replay(file)?),
+            None => plan,
+        };
+        let plan = Arc::new(plan);
         let fs = SlowFs::new(
             &config.backing,
             plan,
@@ -263,6 +283,7 @@ impl Mount {
             connection,
             control: None,
             session: Some(session),
+            fault_trace: config.fault_trace.clone(),
         };
         if let Some(socket) = socket {
             let served = Served {
@@ -293,6 +314,11 @@ impl Mount {
     /// The run seed.
     pub fn seed(&self) -> u64 {
         self.inner.plan.seed()
+    }
+
+    /// The fault trace this mount records or replays, if any.
+    pub fn fault_trace(&self) -> Option<&FaultTraceFile> {
+        self.fault_trace.as_ref()
     }
 
     /// Counters so far.

@@ -165,3 +165,65 @@ fn profiles_and_check() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown operation 'raed'"));
 }
+
+/// Two threads write two files with random pauses, so their requests reach
+/// the rules in a different order every run. The same seed then fails
+/// different writes; a recorded fault trace fails the same ones.
+#[test]
+fn a_fault_trace_replays_what_the_seed_alone_cannot() {
+    const PROGRAM: &str = r#"
+import os, random, threading
+mount = os.environ["SLOWFS_MOUNT"]
+failed = []
+def writer(name):
+    fd = os.open(os.path.join(mount, name), os.O_WRONLY | os.O_CREAT, 0o644)
+    for i in range(1, 41):
+        try:
+            os.pwrite(fd, b"x" * 512, i * 512)
+        except OSError:
+            failed.append(f"{name}#{i}")
+        threading.Event().wait(random.random() / 1000)
+    os.close(fd)
+threads = [threading.Thread(target=writer, args=(n,)) for n in ("a", "b")]
+for t in threads: t.start()
+for t in threads: t.join()
+print("FAILED " + " ".join(sorted(failed)))
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("faults.jsonl");
+    let mounted_before = mounts();
+    let run = |extra: &[&std::ffi::OsStr]| -> String {
+        let out = slowfs()
+            .args(["run", "--seed", "7", "--set", "write error=EIO p=0.15"])
+            .args(extra)
+            .args(["--", "python3", "-c", PROGRAM])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("FAILED "))
+            .expect("the program's report")
+            .to_string()
+    };
+    let recorded = run(&["--record-faults".as_ref(), trace.as_os_str()]);
+    assert!(!recorded.is_empty(), "p=0.15 over 80 writes fails some");
+    let lines = std::fs::read_to_string(&trace).unwrap().lines().count();
+    assert_eq!(lines, recorded.split(' ').count(), "one trace line per fault");
+    // The seed alone: the order differs, so (within a few runs) the failures do.
+    let differs = (0..5).any(|_| run(&[]) != recorded);
+    assert!(differs, "five seed-only runs all failed {recorded}: no race to show");
+    for _ in 0..3 {
+        assert_eq!(
+            run(&["--replay-faults".as_ref(), trace.as_os_str()]),
+            recorded,
+            "a replay fails the recorded writes"
+        );
+    }
+    assert_eq!(mounts(), mounted_before, "every run unmounted");
+}

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use nix::sys::signal::{SigSet, Signal};
 use slowfs::control::{default_socket, request, Command as CtlCommand};
-use slowfs::{ControlSocket, Mount, MountConfig};
+use slowfs::{ControlSocket, FaultTraceFile, Mount, MountConfig};
 use slowfs_faults::{FaultSpec, PROFILES};
 
 use slowfs::signals::{self, block_termination, wait_unless, Terminal};
@@ -62,6 +62,11 @@ fn config(args: &FaultArgs, backing: PathBuf, mountpoint: PathBuf) -> anyhow::Re
         None => ControlSocket::Default,
     };
     config.durability = args.crash_model;
+    config.fault_trace = match (&args.record_faults, &args.replay_faults) {
+        (Some(file), _) => Some(FaultTraceFile::Record(file.clone())),
+        (None, Some(file)) => Some(FaultTraceFile::Replay(file.clone())),
+        (None, None) => None,
+    };
     config.passthrough = args.passthrough == "auto";
     config.interruptible = !args.no_intr;
     Ok(config)
@@ -76,9 +81,24 @@ fn announce(mount: &Mount, seeded: bool, backing: &std::path::Path) {
     );
     if !seeded {
         eprintln!(
-            "slowfs: seed {0} (pass --seed {0} to reproduce)",
+            "slowfs: seed {0} (pass --seed {0} to reproduce; --record-faults FILE when \
+             threads race)",
             mount.seed()
         );
+    }
+    match mount.fault_trace() {
+        Some(FaultTraceFile::Record(file)) => {
+            eprintln!(
+                "slowfs: recording the faults that fire in {}",
+                file.display()
+            )
+        }
+        Some(FaultTraceFile::Replay(file)) => eprintln!(
+            "slowfs: replaying {} fault(s) from {} (the rules are not drawn from)",
+            mount.plan().traced_faults(),
+            file.display()
+        ),
+        None => {}
     }
     if let Some(socket) = mount.control_socket() {
         eprintln!(

@@ -384,6 +384,17 @@ struct FaultArgs {
     /// killed process can exit and one with a signal handler sees EINTR.
     #[arg(long)]
     no_intr: bool,
+    /// Write every fault that fires to FILE (JSON lines: the operation, the
+    /// path, which of that operation's requests on that path it was, and what
+    /// was drawn), as it fires. A seed reproduces a run only if requests come
+    /// in the same order; a trace also when the program's threads race.
+    #[arg(long, value_name = "FILE", conflicts_with = "replay_faults")]
+    record_faults: Option<PathBuf>,
+    /// Fire exactly the faults of a --record-faults FILE, each at the same
+    /// per-path occurrence of its operation, whatever order the requests come
+    /// in (the rules are not drawn from).
+    #[arg(long, value_name = "FILE")]
+    replay_faults: Option<PathBuf>,
 }
 
 fn parse_range(text: &str) -> Result<(usize, usize), String> {

@@ -214,10 +214,17 @@ print("FAILED " + " ".join(sorted(failed)))
     let recorded = run(&["--record-faults".as_ref(), trace.as_os_str()]);
     assert!(!recorded.is_empty(), "p=0.15 over 80 writes fails some");
     let lines = std::fs::read_to_string(&trace).unwrap().lines().count();
-    assert_eq!(lines, recorded.split(' ').count(), "one trace line per fault");
+    assert_eq!(
+        lines,
+        recorded.split(' ').count(),
+        "one trace line per fault"
+    );
     // The seed alone: the order differs, so (within a few runs) the failures do.
     let differs = (0..5).any(|_| run(&[]) != recorded);
-    assert!(differs, "five seed-only runs all failed {recorded}: no race to show");
+    assert!(
+        differs,
+        "five seed-only runs all failed {recorded}: no race to show"
+    );
     for _ in 0..3 {
         assert_eq!(
             run(&["--replay-faults".as_ref(), trace.as_os_str()]),

@@ -690,3 +690,46 @@ fn shards_merge_into_the_unsharded_run() {
     assert!(!out.status.success());
     assert!(text.contains("not deterministic"), "{text}");
 }
+
+/// Stores through a shared mapping reach the recording mount as the kernel's
+/// write-back of the dirty pages and become durable at msync (FUSE_FSYNC):
+/// explore tells a program that msyncs before marking its data done from one
+/// that does not.
+#[test]
+fn stores_through_mmap_are_durable_at_msync_and_not_before() {
+    const PROGRAM: &str = r#"
+import mmap, os, sys
+mount = os.environ["SLOWFS_MOUNT"]
+fd = os.open(os.path.join(mount, "data"), os.O_RDWR | os.O_CREAT, 0o644)
+os.ftruncate(fd, 4096)
+os.fsync(fd)
+d = os.open(mount, os.O_RDONLY)
+os.fsync(d)
+m = mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+m[0:4] = b"AAAA"
+if sys.argv[1] == "msync":
+    m.flush()
+done = os.open(os.path.join(mount, "done"), os.O_WRONLY | os.O_CREAT, 0o644)
+os.fsync(done)
+os.fsync(d)
+m.close()
+"#;
+    let check = "[ ! -e done ] || [ \"$(head -c 4 data)\" = AAAA ] || { echo 'done, but the mapped store is lost'; exit 1; }";
+    let logs = tempfile::tempdir().unwrap();
+    for (mode, expect_violations) in [("msync", false), ("no-msync", true)] {
+        let (code, out) = explore(check, &["python3", "-c", PROGRAM, mode], false, logs.path());
+        assert!(out.contains("ops recorded: "), "{out}");
+        if expect_violations {
+            assert!(
+                code == 1 && violations(&out) > 0,
+                "{mode}: expected a violation:\n{out}"
+            );
+            assert!(out.contains("the mapped store is lost"), "{out}");
+        } else {
+            assert!(
+                code == 0 && violations(&out) == 0,
+                "{mode}: expected none:\n{out}"
+            );
+        }
+    }
+}

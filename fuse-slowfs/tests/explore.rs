@@ -733,3 +733,38 @@ m.close()
         }
     }
 }
+
+/// Persistence models: replace-via-rename without fsync loses the file under
+/// strict POSIX but not on ext4's data=ordered journal (a rename over a file
+/// writes the file's data first); truncate-and-rewrite in place loses it on
+/// both. The strict run says so per group, `--fs-model` checks only what the
+/// model can leave.
+#[test]
+fn violations_say_under_which_filesystem_models_they_happen() {
+    let logs = tempfile::tempdir().unwrap();
+    let check = sh("check.sh");
+    let (code, out) = explore(&check, &[&sh("tmp-rename.sh")], false, logs.path());
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("can happen on: strict; never on: ext4-ordered"),
+        "{out}"
+    );
+    let ext4 = ["--fs-model", "ext4-ordered"];
+    let (code, out) = explore_with(&check, &[&sh("tmp-rename.sh")], false, logs.path(), &ext4);
+    assert_eq!(code, 0, "safe on ext4 data=ordered: {out}");
+    assert!(out.contains("cannot leave, skipped: "), "{out}");
+    let (code, out) = explore_with(&check, &[&sh("in-place.sh")], false, logs.path(), &ext4);
+    assert_eq!(code, 1, "in-place rewrites lose data on ext4 too: {out}");
+    assert!(out.contains("(every model)"), "{out}");
+    let (_, out) = explore_with(
+        &check,
+        &[&sh("in-place.sh")],
+        false,
+        logs.path(),
+        &["--fs-model", "ext5"],
+    );
+    assert!(
+        out.is_empty(),
+        "a bad model is refused before anything runs: {out}"
+    );
+}

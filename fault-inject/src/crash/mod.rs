@@ -29,6 +29,7 @@
 //! assert_eq!(states, 3);
 //! ```
 
+pub mod models;
 pub mod points;
 pub mod report;
 pub mod search;

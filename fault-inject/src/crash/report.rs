@@ -56,6 +56,10 @@ pub struct Group {
     pub patterns: Vec<(String, usize)>,
     /// A few examples, smallest first (fewest lost operations, earliest point).
     pub examples: Vec<Example>,
+    /// The persistence models under which at least one of its states can
+    /// happen ([`super::models`]); `strict` always.
+    #[serde(default)]
+    pub models: Vec<String>,
 }
 
 /// One violation as a person reads it.
@@ -84,6 +88,7 @@ const PATTERNS_KEPT: usize = 50;
 /// the violations (a run can find 100,000 of them).
 pub struct Grouper<'a> {
     log: &'a Log,
+    facts: super::models::ModelFacts,
     names: HashMap<NodeId, String>,
     ignored: globset::GlobSet,
     tally: Tally,
@@ -105,6 +110,9 @@ struct Building {
     patterns: BTreeMap<String, usize>,
     /// The smallest examples, by rank.
     examples: Vec<(Rank, Example)>,
+    /// The models under which some violation of the group can happen.
+    #[serde(default)]
+    models: std::collections::BTreeSet<super::models::FsModel>,
 }
 
 /// Smaller is a better example: fewer lost operations, an earlier point, then
@@ -152,6 +160,7 @@ impl Tally {
             for (rank, example) in theirs.examples {
                 ours.offer(rank, || example);
             }
+            ours.models.extend(theirs.models);
         }
     }
 
@@ -172,6 +181,7 @@ impl Tally {
                     points: ranges(&points),
                     patterns,
                     examples: g.examples.iter().map(|(_, e)| e.clone()).collect(),
+                    models: g.models.iter().map(|m| m.name().to_string()).collect(),
                 }
             })
             .collect();
@@ -187,6 +197,7 @@ impl<'a> Grouper<'a> {
     pub fn new(log: &'a Log, ignored: globset::GlobSet) -> Grouper<'a> {
         Grouper {
             log,
+            facts: super::models::ModelFacts::new(log),
             names: super::text::node_names(log),
             ignored,
             tally: Tally::default(),
@@ -214,8 +225,13 @@ impl<'a> Grouper<'a> {
                 points: Default::default(),
                 patterns: BTreeMap::new(),
                 examples: Vec::new(),
+                models: Default::default(),
             });
         group.count += 1;
+        group.models.extend(
+            self.facts
+                .models_allowing(self.log, v.point, &v.pending, &v.kept),
+        );
         group.points.insert(v.point);
         group.count_pattern(pattern.join("; "), 1);
         let rank = (v.lost().count(), v.point, v.state());

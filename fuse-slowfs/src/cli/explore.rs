@@ -119,6 +119,7 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
             per_point: args.per_point,
             torn_sector: config.torn_sector,
             ignore: args.ignore.clone(),
+            fs_model: args.fs_model,
             time_budget: args.time_budget.is_some(),
             saved_run: saved.clone(),
         })?;
@@ -208,6 +209,7 @@ fn config(
     config.crash_points = args.crash_points;
     config.per_point = args.per_point;
     config.shard = args.shard;
+    config.fs_model = args.fs_model;
     if let Some(jobs) = args.jobs {
         config.jobs = jobs.max(1);
     }
@@ -399,6 +401,12 @@ impl Report<'_> {
             },
             r.states as f64 / r.seconds.max(1e-9)
         );
+        if r.ruled_out > 0 {
+            println!(
+                "states the filesystem model cannot leave, skipped: {}",
+                r.ruled_out
+            );
+        }
         println!("coverage of the {} crash points:", c.points);
         println!("  every state checked              {:>7}", c.every_state);
         println!(
@@ -522,6 +530,7 @@ impl Report<'_> {
             group.count, group.points
         );
         println!("  checker: {}", group.message);
+        println!("  {}", models_line(&group.models));
         for (pattern, count) in group.patterns.iter().take(3) {
             let pattern = if pattern.is_empty() {
                 "nothing lost (the no-crash state itself)"
@@ -603,6 +612,26 @@ impl Report<'_> {
             "groups": groups,
             "verdict": self.verdict(),
         })
+    }
+}
+
+/// Under which persistence models a group's states can happen, and which
+/// would never leave them.
+fn models_line(models: &[String]) -> String {
+    use slowfs_faults::crash::models::FsModel;
+    let never: Vec<&str> = FsModel::ALL
+        .iter()
+        .map(|m| m.name())
+        .filter(|name| !models.iter().any(|m| m == name))
+        .collect();
+    if never.is_empty() {
+        format!("can happen on: {} (every model)", models.join(", "))
+    } else {
+        format!(
+            "can happen on: {}; never on: {}",
+            models.join(", "),
+            never.join(", ")
+        )
     }
 }
 

@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use slowfs_faults::crash::models::{FsModel, ModelFacts};
 use slowfs_faults::crash::report::{Group, Grouper, Tally, Violation};
 use slowfs_faults::crash::search::{Candidate, CoverageSummary, Search, SearchConfig};
 use slowfs_faults::durability::{Kept, Log};
@@ -64,6 +65,10 @@ pub struct ExploreConfig {
     pub per_point: bool,
     /// Checkers running at once.
     pub jobs: usize,
+    /// Check only the states this persistence model can leave (all of the
+    /// strict model's by default); each violation says under which models it
+    /// can happen either way.
+    pub fs_model: Option<FsModel>,
     /// Check only this shard's part of the states (every run walks the same
     /// sequence of distinct states; shard K/N checks every Nth); [`merge`]
     /// joins the shards' results.
@@ -92,6 +97,7 @@ impl ExploreConfig {
             crash_points: None,
             per_point: false,
             jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            fs_model: None,
             shard: None,
             stop: Arc::default(),
             running: Running::default(),
@@ -149,6 +155,9 @@ pub struct Exploration {
     pub checked_here: usize,
     /// States skipped because the same content had been checked.
     pub duplicates: usize,
+    /// States skipped because `--fs-model` cannot leave them.
+    #[serde(default)]
+    pub ruled_out: usize,
     /// What was covered, per category (they add up to the points).
     pub coverage: CoverageSummary,
     /// Whether the search handed out every state it plans (phase 3 included).
@@ -324,6 +333,8 @@ pub fn explore(
     // first second, then once a second.
     let mut last_report: Option<Instant> = None;
     let mut high_yield_seconds = None;
+    let facts = config.fs_model.map(|_| ModelFacts::new(log));
+    let mut ruled_out = 0;
     'search: loop {
         while let Ok(outcome) = out_rx.try_recv() {
             run.absorb(outcome);
@@ -347,6 +358,18 @@ pub fn explore(
         let Some(candidate) = search.next() else {
             break;
         };
+        if let (Some(model), Some(facts)) = (config.fs_model, &facts) {
+            if !facts.allows(
+                model,
+                log,
+                candidate.point,
+                &candidate.pending,
+                &candidate.kept,
+            ) {
+                ruled_out += 1;
+                continue;
+            }
+        }
         // Every shard counts every state, so that the budget is the run's.
         let ours = config.shard.is_none_or(|s| s.owns(run.counts.checked));
         run.counts.checked += 1;
@@ -409,6 +432,7 @@ pub fn explore(
         shard: config.shard,
         checked_here: run.checked_here,
         duplicates: search.duplicates(),
+        ruled_out,
         coverage: search.summary(),
         finished: search.finished(),
         cut,

@@ -28,6 +28,9 @@ pub struct ShardReport {
     pub torn_sector: Option<u64>,
     /// `--ignore` globs.
     pub ignore: Vec<String>,
+    /// `--fs-model`.
+    #[serde(default)]
+    pub fs_model: Option<slowfs_faults::crash::models::FsModel>,
     /// Whether a time budget could have stopped it (states then differ
     /// between shards; the merge keeps only what they all covered).
     pub time_budget: bool,
@@ -72,13 +75,14 @@ pub fn merge(mut shards: Vec<ShardReport>) -> Result<ShardReport, String> {
                 r.per_point,
                 r.torn_sector,
                 r.ignore.clone(),
+                r.fs_model,
                 r.exploration.crash_points,
             )
         };
         if settings(r) != settings(first) {
             return Err(format!(
                 "report {n} was run with other settings than the first (--seed, --max-states, \
-                 --per-point, --torn, --ignore or --crash-points): give every shard the same flags"
+                 --per-point, --torn, --ignore, --fs-model or --crash-points): give every shard the same flags"
             ));
         }
         if r.log_digest != first.log_digest {

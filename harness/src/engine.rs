@@ -14,6 +14,33 @@ use crate::Capability;
 /// A result with the buffer handed back: `(bytes moved or error, buffer)`.
 pub type BufResult = (io::Result<usize>, Vec<u8>);
 
+/// Sets a library's open-options builder from an [`OpenOptions`]: std's,
+/// tokio's, tokio-uring's, monoio's and the like share the method names (the
+/// library's `OpenOptionsExt` must be in scope for `custom_flags` and `mode`).
+/// Evaluates to the builder (`&mut`), ready for `open`.
+///
+/// ```
+/// use std::os::unix::fs::OpenOptionsExt;
+/// let options = slowfs_harness::OpenOptions::read_write_create();
+/// let mut builder = std::fs::OpenOptions::new();
+/// slowfs_harness::apply_open_options!(builder, &options);
+/// ```
+#[macro_export]
+macro_rules! apply_open_options {
+    ($builder:expr, $options:expr) => {{
+        let options: &$crate::OpenOptions = $options;
+        $builder
+            .read(options.read)
+            .write(options.write)
+            .append(options.append)
+            .create(options.create)
+            .create_new(options.create_new)
+            .truncate(options.truncate)
+            .custom_flags(options.custom_flags)
+            .mode(options.mode.unwrap_or(0o644))
+    }};
+}
+
 /// How to open a file, as `std::fs::OpenOptions` says it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OpenOptions {

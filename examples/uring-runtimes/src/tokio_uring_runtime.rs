@@ -37,15 +37,7 @@ impl LocalRuntime for TokioUring {
     }
 
     async fn open(path: PathBuf, options: OpenOptions) -> io::Result<File> {
-        tokio_uring::fs::OpenOptions::new()
-            .read(options.read)
-            .write(options.write)
-            .append(options.append)
-            .create(options.create)
-            .create_new(options.create_new)
-            .truncate(options.truncate)
-            .custom_flags(options.custom_flags)
-            .mode(options.mode.unwrap_or(0o644))
+        slowfs_harness::apply_open_options!(tokio_uring::fs::OpenOptions::new(), &options)
             .open(&path)
             .await
     }

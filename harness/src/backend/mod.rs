@@ -21,16 +21,7 @@ use crate::engine::OpenOptions;
 
 /// Opens with `std` (shared by the backends that make plain syscalls).
 pub(crate) fn std_open(path: &Path, options: &OpenOptions) -> io::Result<fs::File> {
-    fs::OpenOptions::new()
-        .read(options.read)
-        .write(options.write)
-        .append(options.append)
-        .create(options.create)
-        .create_new(options.create_new)
-        .truncate(options.truncate)
-        .custom_flags(options.custom_flags)
-        .mode(options.mode.unwrap_or(0o644))
-        .open(path)
+    crate::apply_open_options!(fs::OpenOptions::new(), options).open(path)
 }
 
 /// `fsync` on a directory.

@@ -38,14 +38,7 @@ impl Engine for TokioFsEngine {
 
     async fn open(&self, path: &Path, options: &OpenOptions) -> io::Result<TokioFile> {
         let mut open = tokio::fs::OpenOptions::new();
-        open.read(options.read)
-            .write(options.write)
-            .append(options.append)
-            .create(options.create)
-            .create_new(options.create_new)
-            .truncate(options.truncate)
-            .custom_flags(options.custom_flags)
-            .mode(options.mode.unwrap_or(0o644));
+        crate::apply_open_options!(open, options);
         Ok(TokioFile {
             file: Mutex::new(open.open(path).await?),
             append: options.append,

@@ -34,7 +34,7 @@ row() { # name checker-label options... -- explore args
   rate=$(sed -n 's/^states checked: .*, \([0-9]*\)\/s$/\1/p' <<<"$out")
   viol=$(sed -n 's/^violations: //p' <<<"$out")
   groups=$(grep -c '^group ' <<<"$out" || true)
-  ext4=$(grep -c '^  can happen on: .*ext4-ordered' <<<"$out" || true)
+  ext4=$(grep -cE '^  can happen on: [^;]*ext4-ordered' <<<"$out" || true)
   verdict=$(sed -n 's/^verdict: \([^:(]*\).*/\1/p' <<<"$out")
   hy=$(sed -n 's/.*all of them after \([0-9]*\) s$/\1/p' <<<"$out")
   printf '| %s | %s | %s | %s | %s of %s | %s | %s | %s | %s | %s (%s) | %s of %s | %s | %.0f |\n' "$name" "$label" "$opts" "$ops" \

@@ -6,8 +6,9 @@
 # rule that matches every read and write and never fires (`read,write delay=1ms
 # p=0`: every file opened FOPEN_DIRECT_IO, each read and write through the daemon
 # and its rule check: the daemon path; `delay=0` would not do, slowfs treats a zero
-# delay as no rule and keeps kernel passthrough), libfuse's passthrough_ll (default options, and -o writeback),
-# libfuse's passthrough_hp, and LazyFS (default config, faults off).
+# delay as no rule and keeps kernel passthrough), libfuse's passthrough_ll (default
+# options, and -o writeback), libfuse's passthrough_hp, and LazyFS (default config,
+# faults off).
 # Workloads (rows): fio seq write, 4k rand read, WAL-like 4k append + fdatasync,
 # 4 writers of 4k rand write + fsync (bench/peers.fio); create, list, stat and
 # unlink of FILES empty files in one directory; SQLite (python3's sqlite3) in WAL
@@ -21,7 +22,7 @@
 #
 # Usage: [SLOWFS=path] [PASSTHROUGH_LL=path] [PASSTHROUGH_HP=path] [LAZYFS=path]
 #        [ROUNDS=3] [RUNTIME=4] [FILES=5000] [SQLITE_TX=1000] [DATE=YYYY-MM-DD]
-#        [DROP_CACHES=1] bench/peers.sh
+#        [DROP_CACHES=1] [BASE=/var/tmp] bench/peers.sh
 #   SLOWFS          the slowfs binary (default target/release/slowfs; this script
 #                   does not build it: cargo build --release -p slowfs)
 #   PASSTHROUGH_LL  libfuse's example/passthrough_ll, PASSTHROUGH_HP its
@@ -29,15 +30,26 @@
 #                   `meson setup build -Dexamples=true -Dutils=false && ninja -C build`)
 #   LAZYFS          LazyFS's build/lazyfs (github.com/dsrhaslab/lazyfs; not in Debian)
 #   A peer whose variable is unset is left out of the table, with a line saying so.
+#   BASE            where the run's directory is made (native and every backing
+#                   directory are in it, so on the same filesystem); default /var/tmp.
+#                   On an ext4 without a journal, creates skip inodes freed in the
+#                   last minute, at a cost that grows with this benchmark's own
+#                   unlinks: the create row then measures that (see
+#                   docs/results/2026-12-04-peers.md); a journaled filesystem avoids it
 #   DROP_CACHES=1 (default, needs root) writes 2 to /proc/sys/vm/drop_caches
 #   (dentries and inodes, system-wide; not the page cache) before the list and
 #   the stat phases, so that they start cold-ish; 0 leaves the caches alone.
 # Needs: bash, python3 (sqlite3 module), fio, coreutils (sync -f, timeout), root or
-# fusermount3 for the FUSE mounts. Takes about 15-20 minutes with every peer.
+# fusermount3 for the FUSE mounts. Took 12-15 minutes on a shared 2-core VM with the
+# eight targets (no LazyFS).
 # Every mount it makes is unmounted on every exit path (also on Ctrl-C).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
+command_line="$0${*:+ $*}" # as given: the variables set, then the script
+for v in BASE LAZYFS PASSTHROUGH_HP PASSTHROUGH_LL SLOWFS DATE DROP_CACHES SQLITE_TX FILES RUNTIME ROUNDS; do
+  if [ -n "${!v:-}" ]; then command_line="$v=${!v} $command_line"; fi
+done
 rounds=${ROUNDS:-3}
 export RUNTIME=${RUNTIME:-4}
 files=${FILES:-5000}
@@ -50,10 +62,6 @@ slowfs=$(realpath "$slowfs")
 command -v fio >/dev/null || { echo "needs fio (apt-get install fio)" >&2; exit 2; }
 out_json=bench/results/peers-$date.json
 out_md=docs/results/$date-peers.md
-command_line="$0 $*"
-for v in LAZYFS PASSTHROUGH_HP PASSTHROUGH_LL SLOWFS DATE DROP_CACHES SQLITE_TX FILES RUNTIME ROUNDS; do
-  [ -n "${!v:-}" ] && command_line="$v=${!v} $command_line"
-done
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date +%s)
 
@@ -75,7 +83,7 @@ if [ -n "${LAZYFS:-}" ]; then targets+=("lazyfs|LazyFS|lazyfs")
 else left_out+=("LazyFS: left out, LAZYFS is not set"); fi
 for l in "${left_out[@]}"; do echo "$l" >&2; done
 
-work=$(mktemp -d /var/tmp/slowfs-peers.XXXXXX)
+work=$(mktemp -d "${BASE:-/var/tmp}/slowfs-peers.XXXXXX")
 mnt="$work/mnt"
 samples="$work/samples.jsonl"
 : >"$samples"
@@ -272,7 +280,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 elapsed=$(( $(date +%s) - started ))
 dirty=""
 [ -n "$(git -C "$repo" --no-optional-locks status --porcelain --untracked-files=no)" ] && dirty=" (with uncommitted changes)"
-versions=("slowfs: $("$slowfs" --version), binary $slowfs (sha256 $(sha256sum "$slowfs" | cut -c1-12)); checkout at $(git -C "$repo" rev-parse --short HEAD)$dirty")
+versions=("slowfs: $("$slowfs" --version), binary $slowfs (sha256 $(sha256sum "$slowfs" | cut -c1-12)); bench scripts from checkout $(git -C "$repo" rev-parse --short HEAD)$dirty")
 if [ -n "${PASSTHROUGH_LL:-}" ]; then
   versions+=("passthrough_ll: $("$PASSTHROUGH_LL" -V 2>&1 | grep -i 'library version' | tr -s ' ') ($PASSTHROUGH_LL)")
 fi

@@ -17,7 +17,7 @@ use crate::stats::RequestOutcome;
 
 pub(super) fn lookup(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
     let inner = &fs.inner;
-    let path = inner.child_path(parent.0, name);
+    let path = inner.child_path_for(Op::Lookup, parent.0, name);
     let name = name.to_os_string();
     inner.serve(
         Ask::new(req, Op::Lookup, &path),
@@ -351,7 +351,7 @@ impl SlowFs {
         reply: ReplyEmpty,
     ) {
         let inner = &self.inner;
-        let path = inner.child_path(parent.0, name);
+        let path = inner.child_path_for(op, parent.0, name);
         let name = name.to_os_string();
         inner.serve(
             Ask::new(req, op, &path),

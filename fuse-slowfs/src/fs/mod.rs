@@ -358,6 +358,26 @@ impl Inner {
         }
     }
 
+    /// The path for a request whose only use of it is the plan's decision:
+    /// computed only when a rule names `op` (a data rule must not make every
+    /// stat walk the inode table).
+    fn path_for(&self, op: Op, ino: u64) -> String {
+        if self.plan.matches_op(op) {
+            self.inodes.path(ino)
+        } else {
+            String::new()
+        }
+    }
+
+    /// [`path_for`](Self::path_for) of `name` in `parent`.
+    fn child_path_for(&self, op: Op, parent: u64, name: &OsStr) -> String {
+        if self.plan.matches_op(op) {
+            self.inodes.child_path(parent, name)
+        } else {
+            String::new()
+        }
+    }
+
     /// How long the kernel may cache inode `ino`'s attributes: as [`Inner::ttl`],
     /// and not at all while it is open for writing in passthrough.
     fn attr_ttl(&self, ino: u64) -> Duration {
@@ -410,7 +430,7 @@ impl Inner {
         reply: R,
         job: impl FnOnce(&Arc<Inner>, Done<R>, slowfs_faults::Effects, &[u8]) + Send + 'static,
     ) {
-        let path = self.path_of(ino.0);
+        let path = self.path_for(op, ino.0);
         self.serve(Ask::new(req, op, &path), &[], reply, job)
     }
 

@@ -241,7 +241,7 @@ pub(super) fn create(
             let fh = inner.handles.insert(fd, backing.clone());
             if backing.is_some() {
                 let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
-                inner.opened_passthrough(fh.0, attr.ino.0, write);
+                inner.created_passthrough(fh.0, attr.ino.0, write);
             }
             // After the handle is counted: a passthrough writer's attributes
             // are not cached.

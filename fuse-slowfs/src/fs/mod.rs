@@ -398,6 +398,16 @@ impl Inner {
         }
     }
 
+    /// A passthrough handle `fh` of inode `ino` came with a create. Counted as
+    /// a writer like an open, but nothing to drop: the create's reply carries
+    /// the attributes, which the kernel takes over any it had for the inode
+    /// (a notice per create was a sixth write to /dev/fuse for nothing).
+    fn created_passthrough(&self, fh: u64, ino: u64, write: bool) {
+        if write {
+            self.passthrough_writers.opened(fh, ino);
+        }
+    }
+
     /// Handle `fh` was released. A passthrough writer's last stores (through a
     /// mapping, which keeps the file open until munmap) changed the times.
     fn released(&self, fh: u64) {

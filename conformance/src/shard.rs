@@ -10,40 +10,15 @@ use crate::report::{Report, Stopped};
 /// unsharded run's report. Refuses reports that are not the shards of one
 /// run: a missing or repeated shard, different seeds or shard counts.
 pub fn merge(mut reports: Vec<Report>) -> Result<Report, String> {
-    let first = reports.first().ok_or("no reports to merge")?;
-    let seed = first.seed;
-    let count = first
-        .shard
-        .ok_or("the first report is not a shard's (run with --shard K/N)")?
-        .count;
-    let mut seen = vec![false; count];
-    for (i, r) in reports.iter().enumerate() {
-        let shard = r
-            .shard
-            .ok_or_else(|| format!("report {} is not a shard's (run with --shard K/N)", i + 1))?;
-        if shard.count != count {
-            return Err(format!(
-                "report {} is shard {shard}, the first is one of {count}: shards of different runs",
-                i + 1
-            ));
-        }
-        if r.seed != seed {
-            return Err(format!(
-                "report {} has seed {}, the first {seed}: shards must share one --seed",
-                i + 1,
-                r.seed
-            ));
-        }
-        if std::mem::replace(&mut seen[shard.index - 1], true) {
-            return Err(format!("shard {shard} is given twice"));
-        }
-    }
-    let missing: Vec<String> = (1..=count)
-        .filter(|k| !seen[k - 1])
-        .map(|k| format!("{k}/{count}"))
-        .collect();
-    if !missing.is_empty() {
-        return Err(format!("missing shard(s): {}", missing.join(", ")));
+    let shards: Vec<Option<Shard>> = reports.iter().map(|r| r.shard).collect();
+    slowfs_faults::shard::check_complete(&shards)?;
+    let seed = reports[0].seed;
+    if let Some((i, r)) = reports.iter().enumerate().find(|(_, r)| r.seed != seed) {
+        return Err(format!(
+            "report {} has seed {}, the first {seed}: shards must share one --seed",
+            i + 1,
+            r.seed
+        ));
     }
     reports.sort_by_key(|r| r.shard.map(|s| s.index));
     // A shard that finished planned what it ran.

@@ -55,6 +55,39 @@ impl Shard {
     }
 }
 
+/// Checks that `shards` (each report's shard, in the order given; `None` for a
+/// report that is not a shard's) are every shard of one run, once each;
+/// returns how many shards the run has. The errors name the report (from 1).
+pub fn check_complete(shards: &[Option<Shard>]) -> Result<usize, String> {
+    let first = shards.first().ok_or("no reports to merge")?;
+    let count = first
+        .ok_or("the first report is not a shard's (run with --shard K/N)")?
+        .count;
+    let mut seen = vec![false; count];
+    for (i, shard) in shards.iter().enumerate() {
+        let n = i + 1;
+        let shard =
+            shard.ok_or_else(|| format!("report {n} is not a shard's (run with --shard K/N)"))?;
+        if shard.count != count {
+            return Err(format!(
+                "report {n} is shard {shard}, the first is one of {count}: shards of different runs"
+            ));
+        }
+        if std::mem::replace(&mut seen[shard.index - 1], true) {
+            return Err(format!("shard {shard} is given twice"));
+        }
+    }
+    let missing: Vec<String> = (1..=count)
+        .filter(|k| !seen[k - 1])
+        .map(|k| format!("{k}/{count}"))
+        .collect();
+    if missing.is_empty() {
+        Ok(count)
+    } else {
+        Err(format!("missing shard(s): {}", missing.join(", ")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use slowfs_faults::durability::Log;
 
+use slowfs_faults::shard::Shard;
+
 use super::{Cut, Exploration};
 
 /// One shard's result and what must agree between the shards of one run.
@@ -47,38 +49,22 @@ pub fn log_digest(log: &Log) -> String {
 /// is not one run: a missing or repeated shard, different settings, or a
 /// workload that recorded differently on some shard.
 pub fn merge(mut shards: Vec<ShardReport>) -> Result<ShardReport, String> {
-    let first = shards.first().ok_or("no shard reports to merge")?;
-    let count = first
-        .exploration
-        .shard
-        .ok_or("the first report is not a shard's (run explore with --shard K/N)")?
-        .count;
-    let mut seen = vec![false; count];
+    let ids: Vec<Option<Shard>> = shards.iter().map(|s| s.exploration.shard).collect();
+    slowfs_faults::shard::check_complete(&ids)?;
+    let first = &shards[0];
+    let settings = |r: &ShardReport| {
+        (
+            r.seed,
+            r.max_states,
+            r.per_point,
+            r.torn_sector,
+            r.ignore.clone(),
+            r.fs_model,
+            r.exploration.crash_points,
+        )
+    };
     for (i, r) in shards.iter().enumerate() {
         let n = i + 1;
-        let shard = r
-            .exploration
-            .shard
-            .ok_or_else(|| format!("report {n} is not a shard's (run with --shard K/N)"))?;
-        if shard.count != count {
-            return Err(format!(
-                "report {n} is shard {shard}, the first is one of {count}: shards of different runs"
-            ));
-        }
-        if std::mem::replace(&mut seen[shard.index - 1], true) {
-            return Err(format!("shard {shard} is given twice"));
-        }
-        let settings = |r: &ShardReport| {
-            (
-                r.seed,
-                r.max_states,
-                r.per_point,
-                r.torn_sector,
-                r.ignore.clone(),
-                r.fs_model,
-                r.exploration.crash_points,
-            )
-        };
         if settings(r) != settings(first) {
             return Err(format!(
                 "report {n} was run with other settings than the first (--seed, --max-states, \
@@ -86,6 +72,10 @@ pub fn merge(mut shards: Vec<ShardReport>) -> Result<ShardReport, String> {
             ));
         }
         if r.log_digest != first.log_digest {
+            let shard = r
+                .exploration
+                .shard
+                .expect("every report is a shard's (checked)");
             return Err(format!(
                 "shard {shard} recorded other operations than the first ({} ops, log {}; the \
                  first {} ops, log {}): the workload is not deterministic, so its shards \
@@ -93,13 +83,6 @@ pub fn merge(mut shards: Vec<ShardReport>) -> Result<ShardReport, String> {
                 r.exploration.ops, r.log_digest, first.exploration.ops, first.log_digest
             ));
         }
-    }
-    let missing: Vec<String> = (1..=count)
-        .filter(|k| !seen[k - 1])
-        .map(|k| format!("{k}/{count}"))
-        .collect();
-    if !missing.is_empty() {
-        return Err(format!("missing shard(s): {}", missing.join(", ")));
     }
     // Every shard walked the same sequence; one stopped by its time budget
     // walked less of it. What they all walked was checked by its owners:

@@ -27,7 +27,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::durability::{Keep, Kept, Log, LogOp, Node, NodeId};
+use crate::durability::{Keep, Kept, Log, LogOp, Node};
 
 /// A persistence model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -82,8 +82,9 @@ pub struct ModelFacts {
     /// Whether the op goes through ext4's journal in order: metadata, and
     /// writes that extend their file.
     ordered: Vec<bool>,
-    /// For a rename over an existing name: the node renamed.
-    replacing: Vec<Option<NodeId>>,
+    /// For a rename over an existing name: the writes to the renamed node
+    /// before it (ext4 writes their data before the rename commits).
+    replacing: Vec<Option<Vec<usize>>>,
 }
 
 impl ModelFacts {
@@ -112,7 +113,18 @@ impl ModelFacts {
                         tree.nodes.get(to_dir),
                         Some(Node::Dir(entries)) if entries.contains_key(to_name)
                     );
-                    (true, exists.then_some(*node))
+                    let writes = || {
+                        log.ops()
+                            .iter()
+                            .enumerate()
+                            .take(replacing.len())
+                            .filter(
+                                |(_, op)| matches!(op, LogOp::Write { node: n, .. } if n == node),
+                            )
+                            .map(|(j, _)| j)
+                            .collect()
+                    };
+                    (true, exists.then(writes))
                 }
                 LogOp::Fsync { .. } | LogOp::FsyncDir { .. } | LogOp::Sync => (false, None),
                 _ => (true, None),
@@ -180,21 +192,17 @@ impl ModelFacts {
         // auto_da_alloc: a kept rename over a file keeps the renamed file's
         // earlier writes.
         let pending_set: HashSet<usize> = pending.iter().copied().collect();
-        for (i, renamed) in self.replacing.iter().enumerate().take(point) {
-            let Some(node) = renamed else { continue };
-            if pending_set.contains(&i) && !whole(i) {
-                continue;
-            }
-            let lost_write = ops[..i].iter().enumerate().any(|(j, op)| {
-                matches!(op, LogOp::Write { node: n, .. } if n == node)
-                    && pending_set.contains(&j)
-                    && !whole(j)
-            });
-            if lost_write {
-                return false;
-            }
-        }
-        true
+        let dropped = |i: usize| pending_set.contains(&i) && !whole(i);
+        !self
+            .replacing
+            .iter()
+            .enumerate()
+            .take(point)
+            .any(|(i, writes)| {
+                writes
+                    .as_ref()
+                    .is_some_and(|writes| !dropped(i) && writes.iter().any(|&j| dropped(j)))
+            })
     }
 }
 

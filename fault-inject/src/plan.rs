@@ -368,14 +368,16 @@ impl FaultPlan {
 
     /// Whether no rule is in force (the fast path: nothing to decide).
     pub fn is_empty(&self) -> bool {
-        self.current().is_empty()
+        self.current().is_empty() && !self.trace.as_ref().is_some_and(|t| t.replaying())
     }
 
     /// Whether any rule in force names `op`.
     pub fn matches_op(&self, op: Op) -> bool {
         let rules = self.current();
         let index = rules.index();
-        !index[op as usize].everywhere.is_empty() || !index[op as usize].globbed.is_empty()
+        !index[op as usize].everywhere.is_empty()
+            || !index[op as usize].globbed.is_empty()
+            || self.trace.as_ref().is_some_and(|t| t.replays_op(op))
     }
 
     /// Whether any rule in force could touch reads or writes of `path`.
@@ -386,7 +388,10 @@ impl FaultPlan {
                 .matching(op, path)
                 .iter()
                 .any(|r| r.rule.touches_data_path())
-        })
+        }) || self
+            .trace
+            .as_ref()
+            .is_some_and(|t| t.replays_data_path(path))
     }
 
     /// Whether any rule in force can crash the mount.

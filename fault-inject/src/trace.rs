@@ -124,6 +124,26 @@ impl FaultTrace {
         matches!(self.mode, Mode::Replay(_))
     }
 
+    /// Whether a replaying trace holds a fault of `op`: the mount must then
+    /// name that operation's paths as a rule for it would make it.
+    pub(crate) fn replays_op(&self, op: Op) -> bool {
+        match &self.mode {
+            Mode::Replay(faults) => faults.keys().any(|(o, _, _)| *o == op),
+            Mode::Record(_) => false,
+        }
+    }
+
+    /// Whether a replaying trace holds a read or write fault on `path`: its
+    /// data must then reach the daemon, as a data rule's would have.
+    pub(crate) fn replays_data_path(&self, path: &str) -> bool {
+        match &self.mode {
+            Mode::Replay(faults) => faults
+                .keys()
+                .any(|(o, p, _)| matches!(o, Op::Read | Op::Write) && p == path),
+            Mode::Record(_) => false,
+        }
+    }
+
     /// Counts one request of `op` on `path`; its occurrence number, from 1.
     pub(crate) fn count(&self, op: Op, path: &str) -> u64 {
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());

@@ -232,5 +232,20 @@ print("FAILED " + " ".join(sorted(failed)))
             "a replay fails the recorded writes"
         );
     }
+    // The trace alone is enough: a replay needs no rules (the mount finds the
+    // traced paths and sends their writes to the daemon as the rule did).
+    let out = slowfs()
+        .args(["run", "--replay-faults"])
+        .arg(&trace)
+        .args(["--", "python3", "-c", PROGRAM])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.lines().find_map(|l| l.strip_prefix("FAILED ")),
+        Some(recorded.as_str()),
+        "a replay without the rules: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(mounts(), mounted_before, "every run unmounted");
 }

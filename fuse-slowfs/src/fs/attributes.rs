@@ -5,10 +5,10 @@ use std::time::SystemTime;
 use fuser::{
     AccessFlags, Errno, FileHandle, INodeNo, ReplyAttr, ReplyEmpty, ReplyStatfs, Request, TimeOrNow,
 };
-use slowfs_faults::durability::LogOp;
 use slowfs_faults::Op;
 
-use super::sys::{self, check, Caller, SysResult};
+use super::changes::Change;
+use super::sys::{self, Caller, SysResult, Target};
 use super::{attr, Ask, Inner, SlowFs};
 
 pub(super) fn getattr(
@@ -59,12 +59,7 @@ pub(super) fn setattr(
                 });
             }
             if let (Ok(_), Some(len)) = (&result, truncated) {
-                inner.record(|| {
-                    Some(LogOp::SetLen {
-                        node: inner.node(ino.0)?,
-                        len,
-                    })
-                });
+                inner.changed(Change::Resized { ino: ino.0, len });
             }
             // A passthrough writer's attributes are not cached (see attr_ttl).
             let ttl = inner.attr_ttl(ino.0);
@@ -78,11 +73,7 @@ pub(super) fn setattr(
 pub(super) fn statfs(fs: &SlowFs, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
     fs.inner
         .serve_on(req, Op::Statfs, ino, reply, move |inner, done, _, _| {
-            let result = inner.inodes.get(ino).and_then(|i| {
-                // SAFETY: zeroed statvfs is a valid out-parameter.
-                let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-                check(unsafe { libc::fstatvfs(i.raw(), &mut st) }).map(|()| st)
-            });
+            let result = inner.inodes.get(ino).and_then(|i| sys::statvfs(i.raw()));
             // A quota rule (full-disk) shows in df: free space is what the rule
             // still lets through, when that is less than the backing's.
             let left = inner.plan.space_left();
@@ -117,11 +108,10 @@ pub(super) fn access(
 ) {
     fs.inner
         .serve_on(req, Op::Access, ino, reply, move |inner, done, _, _| {
-            let result = inner.inodes.get(ino).and_then(|i| {
-                let p = sys::proc_path(i.raw());
-                // SAFETY: valid C string.
-                check(unsafe { libc::faccessat(libc::AT_FDCWD, p.as_ptr(), mask.bits(), 0) })
-            });
+            let result = inner
+                .inodes
+                .get(ino)
+                .and_then(|i| sys::access(&sys::proc_path(i.raw()), mask.bits()));
             done.respond(inner, result, |r, ()| {
                 r.ok();
             })
@@ -180,14 +170,12 @@ impl Inner {
         let handle = fh.and_then(|fh| self.handles.get(fh).ok());
         let proc_path = sys::proc_path(inode.raw());
         let is_symlink = sys::stat_fd(inode.raw())?.st_mode & libc::S_IFMT == libc::S_IFLNK;
+        let target = match &handle {
+            Some(h) => Target::Fd(h.raw()),
+            None => Target::Path(&proc_path),
+        };
         if let Some(mode) = change.mode {
-            // SAFETY: plain syscalls on owned fds / valid C strings.
-            check(unsafe {
-                match &handle {
-                    Some(h) => libc::fchmod(h.raw(), mode & 0o7777),
-                    None => libc::chmod(proc_path.as_ptr(), mode & 0o7777),
-                }
-            })?;
+            sys::chmod(target, mode & 0o7777)?;
         }
         if change.uid.is_some() || change.gid.is_some() {
             let (uid, gid) = (
@@ -197,13 +185,7 @@ impl Inner {
             sys::chown_at(inode.raw(), c"", uid, gid)?;
         }
         if let Some(size) = change.size {
-            // SAFETY: as above.
-            check(unsafe {
-                match &handle {
-                    Some(h) => libc::ftruncate(h.raw(), size as i64),
-                    None => libc::truncate(proc_path.as_ptr(), size as i64),
-                }
-            })?;
+            sys::truncate(target, size)?;
         }
         if change.atime.is_some() || change.mtime.is_some() {
             let times = [time_spec(change.atime), time_spec(change.mtime)];
@@ -213,21 +195,11 @@ impl Inner {
             } else {
                 None
             };
-            // SAFETY: times is a valid two-element array; C strings are valid.
-            check(unsafe {
-                match (&handle, &by_name) {
-                    (Some(h), _) => libc::futimens(h.raw(), times.as_ptr()),
-                    (None, Some((dir, name))) => libc::utimensat(
-                        dir.raw(),
-                        name.as_ptr(),
-                        times.as_ptr(),
-                        libc::AT_SYMLINK_NOFOLLOW,
-                    ),
-                    (None, None) => {
-                        libc::utimensat(libc::AT_FDCWD, proc_path.as_ptr(), times.as_ptr(), 0)
-                    }
-                }
-            })?;
+            let target = match &by_name {
+                Some((dir, name)) => Target::At(dir.raw(), name),
+                None => target,
+            };
+            sys::set_times(target, &times)?;
         }
         sys::stat_fd(inode.raw())
     }

@@ -1,15 +1,10 @@
 //! Directories: opendir, readdir (from a listing taken once per handle),
 //! releasedir and fsyncdir.
 
-use std::ffi::{CStr, OsStr};
-use std::os::unix::ffi::OsStrExt;
-
-use fuser::{
-    Errno, FileHandle, FopenFlags, INodeNo, ReplyDirectory, ReplyEmpty, ReplyOpen, Request,
-};
+use fuser::{FileHandle, FopenFlags, INodeNo, ReplyDirectory, ReplyEmpty, ReplyOpen, Request};
 use slowfs_faults::Op;
 
-use super::sys::{self, cvt, SysResult};
+use super::sys::{self, SysResult};
 use super::{file_type, SlowFs};
 use crate::stats::RequestOutcome;
 
@@ -90,41 +85,24 @@ pub(super) fn fsyncdir(
 
 /// Reads a whole directory through a duplicate of `fd`, from the start.
 fn fill_listing(fd: i32, listing: &mut super::handles::Listing) -> SysResult<()> {
-    // SAFETY: rewinding and duplicating an fd we own.
-    cvt(unsafe { libc::lseek(fd, 0, libc::SEEK_SET) })?;
-    let copy = cvt(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) })?;
-    // SAFETY: the duplicate is ours; fdopendir takes it over and closedir closes it.
-    let dir = unsafe { libc::fdopendir(copy) };
-    if dir.is_null() {
-        unsafe { libc::close(copy) };
-        return Err(Errno::EIO);
-    }
-    listing.entries.clear();
-    loop {
-        // SAFETY: dir is a valid DIR*; the entry is copied before the next call.
-        let entry = unsafe { libc::readdir64(dir) };
-        if entry.is_null() {
-            break;
-        }
-        let entry = unsafe { &*entry };
-        let name = unsafe { CStr::from_ptr(entry.d_name.as_ptr()) };
-        let kind = match entry.d_type {
-            libc::DT_DIR => fuser::FileType::Directory,
-            libc::DT_LNK => fuser::FileType::Symlink,
-            libc::DT_FIFO => fuser::FileType::NamedPipe,
-            libc::DT_SOCK => fuser::FileType::Socket,
-            libc::DT_CHR => fuser::FileType::CharDevice,
-            libc::DT_BLK => fuser::FileType::BlockDevice,
-            libc::DT_REG => fuser::FileType::RegularFile,
-            _ => file_type(0),
-        };
-        listing.entries.push((
-            entry.d_ino,
-            kind,
-            OsStr::from_bytes(name.to_bytes()).to_os_string(),
-        ));
-    }
-    unsafe { libc::closedir(dir) };
+    listing.entries = sys::read_dir(fd)?
+        .into_iter()
+        .map(|(ino, d_type, name)| (ino, kind_of(d_type), name))
+        .collect();
     listing.filled = true;
     Ok(())
+}
+
+/// A directory entry's `d_type` as a FUSE file type.
+fn kind_of(d_type: u8) -> fuser::FileType {
+    match d_type {
+        libc::DT_DIR => fuser::FileType::Directory,
+        libc::DT_LNK => fuser::FileType::Symlink,
+        libc::DT_FIFO => fuser::FileType::NamedPipe,
+        libc::DT_SOCK => fuser::FileType::Socket,
+        libc::DT_CHR => fuser::FileType::CharDevice,
+        libc::DT_BLK => fuser::FileType::BlockDevice,
+        libc::DT_REG => fuser::FileType::RegularFile,
+        _ => file_type(0),
+    }
 }

@@ -6,12 +6,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use fuser::{Errno, INodeNo, RenameFlags, ReplyData, ReplyEmpty, ReplyEntry, Request};
-use slowfs_faults::durability::{LogOp, NodeKind};
+use slowfs_faults::durability::NodeKind;
 use slowfs_faults::Op;
 
+use super::changes::Change;
 use super::filesystem::GENERATION;
 use super::inodes::Node;
-use super::sys::{self, check, Caller, SysResult};
+use super::sys::{self, Caller, SysResult};
 use super::{attr, Ask, Inner, SlowFs};
 use crate::stats::RequestOutcome;
 
@@ -38,8 +39,7 @@ pub(super) fn lookup(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, 
                         bytes: 0,
                         failed: true,
                     };
-                    // SAFETY: a stat is plain old data; all zeroes is valid.
-                    let none: libc::stat = unsafe { std::mem::zeroed() };
+                    let none = sys::no_stat();
                     done.record(inner, failed).entry_with_ttls(
                         &std::time::Duration::ZERO,
                         &ttl,
@@ -179,9 +179,14 @@ fn make(
                 let cname = sys::component(&name)?;
                 sys::with_umask(inner.create_mask(umask), || node.make_at(dir.raw(), &cname))?;
                 inner.adopt(&dir, &cname, caller, node.mode(), node.file_type())?;
-                inner
-                    .entry(parent.0, &dir, &name)
-                    .inspect(|a| inner.record_created(parent.0, &name, a, node.kind()))
+                inner.entry(parent.0, &dir, &name).inspect(|a| {
+                    inner.changed(Change::Created {
+                        parent: parent.0,
+                        name: &name,
+                        ino: a.ino.0,
+                        kind: node.kind(),
+                    })
+                })
             })();
             let ttl = inner.ttl();
             done.respond(inner, result, |r, a| {
@@ -225,7 +230,12 @@ pub(super) fn symlink(
                 inner.adopt(&dir, &cname, caller, 0o777, libc::S_IFLNK)?;
                 inner.entry(parent.0, &dir, &name).inspect(|a| {
                     let target = String::from_utf8_lossy(target.as_bytes()).into_owned();
-                    inner.record_created(parent.0, &name, a, NodeKind::Symlink(target))
+                    inner.changed(Change::Created {
+                        parent: parent.0,
+                        name: &name,
+                        ino: a.ino.0,
+                        kind: NodeKind::Symlink(target),
+                    })
                 })
             })();
             let ttl = inner.ttl();
@@ -265,25 +275,24 @@ pub(super) fn rename(
                     .then(|| inner.inodes.at(newparent.0, &newname))
                     .flatten()
                     .and_then(|ino| inner.inodes.get(INodeNo(ino)).ok());
-                // What moves, for the log: looked up before the names change.
-                let moving = inner.recording().then(|| {
-                    let node = sys::stat_at(from.raw(), &cname, 0).ok()?.st_ino;
-                    let other = exchange
-                        .then(|| sys::stat_at(to.raw(), &cnew, 0).ok().map(|st| st.st_ino))
-                        .flatten();
-                    Some((node, other))
-                });
-                sys::rename_at(from.raw(), &cname, to.raw(), &cnew, flags.bits())?;
-                inner.record(|| {
-                    let (node, exchanged) = moving.flatten()?;
-                    Some(LogOp::Rename {
-                        from_dir: from.key.1,
-                        from_name: name.to_string_lossy().into_owned(),
-                        to_dir: to.key.1,
-                        to_name: newname.to_string_lossy().into_owned(),
-                        node,
-                        exchanged,
+                // What moves: looked up before the names change.
+                let moved = inner
+                    .wants_moved_nodes()
+                    .then(|| {
+                        let node = sys::stat_at(from.raw(), &cname, 0).ok()?.st_ino;
+                        let other = exchange
+                            .then(|| sys::stat_at(to.raw(), &cnew, 0).ok().map(|st| st.st_ino))
+                            .flatten();
+                        Some((node, other))
                     })
+                    .flatten();
+                sys::rename_at(from.raw(), &cname, to.raw(), &cnew, flags.bits())?;
+                inner.changed(Change::Renamed {
+                    from_dir: from.key.1,
+                    from_name: &name,
+                    to_dir: to.key.1,
+                    to_name: &newname,
+                    moved,
                 });
                 if let Some(displaced) = displaced {
                     inner.inodes.pin(&displaced);
@@ -322,12 +331,10 @@ pub(super) fn link(
                 let cname = sys::component(&newname)?;
                 sys::link_fd_at(inode.raw(), dir.raw(), &cname)?;
                 inner.entry(newparent.0, &dir, &newname).inspect(|_| {
-                    inner.record(|| {
-                        Some(LogOp::Link {
-                            dir: inner.node(newparent.0)?,
-                            name: newname.to_string_lossy().into_owned(),
-                            node: inner.node(ino.0)?,
-                        })
+                    inner.changed(Change::Linked {
+                        parent: newparent.0,
+                        name: &newname,
+                        ino: ino.0,
                     })
                 })
             })();
@@ -367,11 +374,9 @@ impl SlowFs {
                     if let Some(victim) = victim {
                         inner.inodes.pin(&victim);
                     }
-                    inner.record(|| {
-                        Some(LogOp::Remove {
-                            dir: dir.key.1,
-                            name: name.to_string_lossy().into_owned(),
-                        })
+                    inner.changed(Change::Removed {
+                        dir: dir.key.1,
+                        name: &name,
                     });
                     Ok(())
                 });
@@ -416,8 +421,7 @@ impl Inner {
     ) -> SysResult<()> {
         let parent = sys::stat_fd(dir.raw())?;
         let inherit_gid = parent.st_mode & libc::S_ISGID != 0;
-        // SAFETY: plain id queries.
-        let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let (euid, egid) = sys::daemon_ids();
         let gid = if inherit_gid { u32::MAX } else { caller.gid };
         if caller.uid != euid || (gid != u32::MAX && gid != egid) {
             sys::chown_at(dir.raw(), name, caller.uid, gid)?;
@@ -434,29 +438,8 @@ impl Inner {
             if kind == libc::S_IFDIR && inherit_gid {
                 mode |= libc::S_ISGID;
             }
-            // SAFETY: plain syscall with a valid C string.
-            check(unsafe { libc::fchmodat(dir.raw(), name.as_ptr(), mode, 0) })?;
+            sys::chmod(sys::Target::At(dir.raw(), name), mode)?;
         }
         Ok(())
-    }
-}
-
-impl Inner {
-    /// Logs a node created under `parent/name` (on a recording mount).
-    pub(super) fn record_created(
-        &self,
-        parent: u64,
-        name: &OsStr,
-        attr: &fuser::FileAttr,
-        kind: NodeKind,
-    ) {
-        self.record(|| {
-            Some(LogOp::Create {
-                dir: self.node(parent)?,
-                name: name.to_string_lossy().into_owned(),
-                node: self.node(attr.ino.0)?,
-                kind,
-            })
-        });
     }
 }

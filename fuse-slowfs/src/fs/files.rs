@@ -5,14 +5,15 @@ use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 
 use fuser::{
-    Errno, FileHandle, FopenFlags, INodeNo, OpenFlags, ReplyCreate, ReplyData, ReplyEmpty,
-    ReplyLseek, ReplyOpen, ReplyWrite, Request, WriteFlags,
+    FileHandle, FopenFlags, INodeNo, OpenFlags, ReplyCreate, ReplyData, ReplyEmpty, ReplyLseek,
+    ReplyOpen, ReplyWrite, Request, WriteFlags,
 };
-use slowfs_faults::durability::{LogOp, NodeKind};
-use slowfs_faults::{FsyncFailure, Op};
+use slowfs_faults::durability::NodeKind;
+use slowfs_faults::Op;
 
+use super::changes::Change;
 use super::filesystem::GENERATION;
-use super::sys::{self, check, cvt, Caller};
+use super::sys::{self, Caller};
 use super::{lies, Ask, Inner, SlowFs};
 use crate::stats::RequestOutcome;
 
@@ -78,11 +79,11 @@ pub(super) fn read(
         reply,
         move |inner, done, effects, _| {
             let len = effects.short_to.map_or(size as usize, |s| s as usize);
-            let result = inner
-                .handles
-                .get(fh)
-                .and_then(|h| sys::pread(h.raw(), len, offset))
-                .map(|data| lies::lie_about_read(&effects, inner, ino.0, offset, data));
+            let result = inner.handles.get(fh).and_then(|h| {
+                lies::read(&effects, inner, ino.0, offset, || {
+                    sys::pread(h.raw(), len, offset)
+                })
+            });
             done.respond_moved(
                 inner,
                 result,
@@ -120,22 +121,19 @@ pub(super) fn write(
             let data = &data[..effects.short_to.map_or(data.len(), |s| s as usize)];
             let mut dropped = false;
             let result = inner.handles.get(fh).and_then(|h| {
-                if effects.lose {
-                    // Acknowledged, never applied (nor recorded).
-                    return Ok(data.len());
-                }
-                if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-                    dropped = sys::drop_privileges(h.raw(), caller)?;
-                }
-                let n = sys::pwrite(h.raw(), data, offset)?;
-                inner.record(|| {
-                    Some(LogOp::Write {
-                        node: inner.node(ino.0)?,
-                        offset: sys::written_at(h.raw(), offset, n),
-                        data: data[..n].to_vec(),
-                    })
-                });
-                Ok(n)
+                lies::write(&effects, data.len(), || {
+                    if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                        dropped = sys::drop_privileges(h.raw(), caller)?;
+                    }
+                    let n = sys::pwrite(h.raw(), data, offset)?;
+                    inner.changed(Change::Wrote {
+                        ino: ino.0,
+                        fd: h.raw(),
+                        offset,
+                        data: &data[..n],
+                    });
+                    Ok(n)
+                })
             });
             done.respond_moved(
                 inner,
@@ -155,13 +153,7 @@ pub(super) fn write(
 pub(super) fn flush(fs: &SlowFs, req: &Request, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
     fs.inner
         .serve_on(req, Op::Flush, ino, reply, move |inner, done, _, _| {
-            // close(dup(fd)): what close(2) would do on the backing file (NFS-style
-            // backing filesystems report write-back errors here), without closing ours.
-            let result = inner.handles.get(fh).and_then(|h| {
-                // SAFETY: dup of an fd we own; the copy is closed at once.
-                let copy = cvt(unsafe { libc::dup(h.raw()) })?;
-                check(unsafe { libc::close(copy) })
-            });
+            let result = inner.handles.get(fh).and_then(|h| sys::flush(h.raw()));
             done.respond(inner, result, |r, ()| {
                 r.ok();
             })
@@ -227,7 +219,12 @@ pub(super) fn create(
                 })?;
                 inner.adopt(&dir, &cname, caller, mode, libc::S_IFREG)?;
                 let attr = inner.entry(parent.0, &dir, &name)?;
-                inner.record_created(parent.0, &name, &attr, NodeKind::File);
+                inner.changed(Change::Created {
+                    parent: parent.0,
+                    name: &name,
+                    ino: attr.ino.0,
+                    kind: NodeKind::File,
+                });
                 Ok((attr, inner.inodes.get(attr.ino)?, fd))
             })();
             let (attr, inode, fd) = match result {
@@ -281,16 +278,12 @@ pub(super) fn fallocate(
                 // set-ID bits (the kernel leaves it to us under KILLPRIV_V2).
                 dropped = sys::drop_privileges(h.raw(), caller)?;
                 sys::fallocate(h.raw(), mode, offset, length)?;
-                inner.record(|| {
-                    let node = inner.node(ino.0)?;
-                    let size = sys::stat_fd(h.raw()).ok()?.st_size as u64;
-                    if mode & (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE) != 0 {
-                        let end = (offset + length).min(size);
-                        let data = vec![0; end.saturating_sub(offset) as usize];
-                        Some(LogOp::Write { node, offset, data })
-                    } else {
-                        Some(LogOp::SetLen { node, len: size })
-                    }
+                inner.changed(Change::Allocated {
+                    ino: ino.0,
+                    fd: h.raw(),
+                    offset,
+                    length,
+                    mode,
                 });
                 Ok(())
             });
@@ -348,17 +341,12 @@ pub(super) fn copy_file_range(
             let len = effects.short_to.unwrap_or(len) as usize;
             let result = (|| {
                 let (src, dst) = (inner.handles.get(fh_in)?, inner.handles.get(fh_out)?);
-                let (mut off_in, mut off_out) = (offset_in as i64, offset_out as i64);
-                // SAFETY: plain syscall on fds we own with valid offset pointers.
-                let n = cvt(unsafe {
-                    libc::copy_file_range(src.raw(), &mut off_in, dst.raw(), &mut off_out, len, 0)
-                })?;
-                inner.record(|| {
-                    Some(LogOp::Write {
-                        node: inner.node(ino_out.0)?,
-                        offset: offset_out,
-                        data: sys::pread(dst.raw(), n as usize, offset_out).ok()?,
-                    })
+                let n = sys::copy_file_range(src.raw(), offset_in, dst.raw(), offset_out, len)?;
+                inner.changed(Change::CopiedIn {
+                    ino: ino_out.0,
+                    fd: dst.raw(),
+                    offset: offset_out,
+                    len: n,
                 });
                 Ok(n)
             })();
@@ -422,30 +410,14 @@ impl SlowFs {
         self.inner
             .serve_on(req, op, ino, reply, move |inner, done, effects, _| {
                 let result = inner.handles.get(fh).and_then(|h| {
-                    if let Some(FsyncFailure { errno, evict }) = effects.fsync_fail {
-                        if let Some(errno) =
-                            inner.fail_write_back(ino.0, fh.0, h.raw(), errno, evict)
-                        {
-                            return Err(errno);
-                        }
-                    }
-                    sys::sync(h.raw(), datasync)?;
-                    inner.record(|| {
-                        let node = inner.node(ino.0)?;
-                        Some(if op == Op::Fsyncdir {
-                            LogOp::FsyncDir { dir: node }
-                        } else {
-                            LogOp::Fsync { node }
-                        })
-                    });
-                    // errseq: a write-back error another description hit is
-                    // reported once here, after this fsync's own write-back.
-                    if h.unreported_write_back_error
-                        .swap(false, std::sync::atomic::Ordering::SeqCst)
-                    {
-                        return Err(Errno::EIO);
-                    }
-                    Ok(())
+                    lies::sync(&effects, inner, ino.0, fh.0, &h, || {
+                        sys::sync(h.raw(), datasync)?;
+                        inner.changed(Change::Synced {
+                            ino: ino.0,
+                            dir: op == Op::Fsyncdir,
+                        });
+                        Ok(())
+                    })
                 });
                 done.respond(inner, result, |r, ()| {
                     r.ok();

@@ -1,6 +1,7 @@
 //! Storage that lies: the faults that change what a request does rather than
 //! whether or when — corrupt and stale reads, lost writes, and fsync failures
-//! with Linux's write-back error semantics.
+//! with Linux's write-back error semantics. A layer the data handlers pass
+//! their backing call through ([`read`], [`write`], [`sync`]).
 //!
 //! Linux, when write-back of a file's dirty pages fails, records the error in
 //! the mapping's `errseq_t`, marks the pages clean and (for most filesystems)
@@ -12,18 +13,22 @@
 
 use fuser::{Errno, INodeNo};
 use slowfs_faults::durability::Node;
-use slowfs_faults::Effects;
+use slowfs_faults::{Effects, FsyncFailure};
 
-use super::{sys, Inner};
+use super::handles::Handle;
+use super::sys::{self, SysResult};
+use super::Inner;
 
-/// Applies the read-side lies of `effects` to `data` read at `offset` of inode `ino`.
-pub(crate) fn lie_about_read(
+/// A read through the lies: the backing read, then what a `stale` or
+/// `corrupt` rule makes of its data.
+pub(super) fn read(
     effects: &Effects,
     inner: &Inner,
     ino: u64,
     offset: u64,
-    mut data: Vec<u8>,
-) -> Vec<u8> {
+    backing: impl FnOnce() -> SysResult<Vec<u8>>,
+) -> SysResult<Vec<u8>> {
+    let mut data = backing()?;
     if effects.stale {
         if let Some(durable) = inner.durable_content(ino) {
             let len = data.len();
@@ -36,7 +41,49 @@ pub(crate) fn lie_about_read(
     if let Some((how, seed)) = effects.corrupt {
         how.apply(&mut data, offset, seed);
     }
-    data
+    Ok(data)
+}
+
+/// A write of `len` bytes through the lies: a `lose` rule acknowledges it
+/// without running `backing`, so the write never reaches the file (nor the
+/// layers watching the tree change).
+pub(super) fn write(
+    effects: &Effects,
+    len: usize,
+    backing: impl FnOnce() -> SysResult<usize>,
+) -> SysResult<usize> {
+    if effects.lose {
+        return Ok(len);
+    }
+    backing()
+}
+
+/// An fsync through handle `fh` of inode `ino`, through the lies: an
+/// `fsync error=EIO` rule with data to write back fails it in place of
+/// `backing`; afterwards, a write-back error another open file description
+/// hit is reported once (errseq).
+pub(super) fn sync(
+    effects: &Effects,
+    inner: &Inner,
+    ino: u64,
+    fh: u64,
+    handle: &Handle,
+    backing: impl FnOnce() -> SysResult<()>,
+) -> SysResult<()> {
+    if let Some(FsyncFailure { errno, evict }) = effects.fsync_fail {
+        if let Some(errno) = inner.fail_write_back(ino, fh, handle.raw(), errno, evict) {
+            return Err(errno);
+        }
+    }
+    backing()?;
+    // After this fsync's own write-back, as Linux does.
+    if handle
+        .unreported_write_back_error
+        .swap(false, std::sync::atomic::Ordering::SeqCst)
+    {
+        return Err(Errno::EIO);
+    }
+    Ok(())
 }
 
 impl Inner {
@@ -94,9 +141,8 @@ impl Inner {
         let rewrite = || -> sys::SysResult<()> {
             let node = self.inodes.get(INodeNo(ino))?;
             let fd = sys::reopen(node.raw(), libc::O_WRONLY)?;
-            let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
-            // SAFETY: plain syscall on an fd we own.
-            sys::check(unsafe { libc::ftruncate(raw, durable.len() as libc::off_t) })?;
+            let raw = sys::raw(&fd);
+            sys::truncate(sys::Target::Fd(raw), durable.len() as u64)?;
             let mut at = 0;
             while at < durable.len() {
                 at += sys::pwrite(raw, &durable[at..], at as u64)?;

@@ -2,6 +2,7 @@
 //! about every request before doing it.
 
 mod attributes;
+mod changes;
 mod crash;
 mod directories;
 mod entries;
@@ -253,15 +254,6 @@ impl Inner {
         self.recorder.as_ref().map(|r| r.ops()).unwrap_or_default()
     }
 
-    /// Records an operation on a recording mount; `op` runs only then.
-    fn record(&self, op: impl FnOnce() -> Option<slowfs_faults::durability::LogOp>) {
-        if let Some(recorder) = &self.recorder {
-            if let Some(op) = op() {
-                recorder.push(op);
-            }
-        }
-    }
-
     /// The mask a create of this request must apply: the caller's umask when the
     /// kernel left it to us, else none (the kernel already applied it).
     fn create_mask(&self, umask: u32) -> u32 {
@@ -317,12 +309,7 @@ impl Inner {
     /// Records a sync(2)/syncfs(2) seen from the workload's side (the kernel does
     /// not forward them to a FUSE daemon).
     pub fn record_sync(&self) {
-        self.record(|| Some(slowfs_faults::durability::LogOp::Sync));
-    }
-
-    /// Whether this mount records operations.
-    fn recording(&self) -> bool {
-        self.recorder.is_some()
+        self.changed(changes::Change::SyncedAll);
     }
 
     /// The node id the durability log uses for an inode: its backing inode number.

@@ -1,4 +1,5 @@
-//! Recording the mutating operations a mount serves, for the durability model.
+//! Recording the mutating operations a mount serves, for the durability model:
+//! the layer that turns the handlers' [`Change`]s into the log's operations.
 //!
 //! Nodes are named by backing inode number, except that every created node gets
 //! a fresh id: the backing filesystem reuses the inode number of a deleted file,
@@ -8,6 +9,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use slowfs_faults::durability::{LogOp, NodeId};
+
+use super::changes::Change;
+use super::{sys, Inner};
 
 /// First id handed to a created node (far above real inode numbers).
 const FRESH: NodeId = 1 << 62;
@@ -93,5 +97,106 @@ impl Recorder {
     /// Everything recorded so far.
     pub fn ops(&self) -> Vec<LogOp> {
         self.state.lock().unwrap().ops.clone()
+    }
+}
+
+impl Inner {
+    /// The log operation for a change (node ids are backing inode numbers;
+    /// [`Recorder::push`] renames created ones). `None` when the change's node
+    /// is already gone or its content cannot be read back.
+    pub(super) fn log_op(&self, change: Change<'_>) -> Option<LogOp> {
+        let name = |name: &std::ffi::OsStr| name.to_string_lossy().into_owned();
+        Some(match change {
+            Change::Wrote {
+                ino,
+                fd,
+                offset,
+                data,
+            } => LogOp::Write {
+                node: self.node(ino)?,
+                offset: sys::written_at(fd, offset, data.len()),
+                data: data.to_vec(),
+            },
+            Change::CopiedIn {
+                ino,
+                fd,
+                offset,
+                len,
+            } => LogOp::Write {
+                node: self.node(ino)?,
+                offset,
+                data: sys::pread(fd, len, offset).ok()?,
+            },
+            Change::Allocated {
+                ino,
+                fd,
+                offset,
+                length,
+                mode,
+            } => {
+                let node = self.node(ino)?;
+                let size = sys::stat_fd(fd).ok()?.st_size as u64;
+                if mode & (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE) != 0 {
+                    // The range reads as zeros (within the file's size).
+                    let end = (offset + length).min(size);
+                    let data = vec![0; end.saturating_sub(offset) as usize];
+                    LogOp::Write { node, offset, data }
+                } else {
+                    LogOp::SetLen { node, len: size }
+                }
+            }
+            Change::Resized { ino, len } => LogOp::SetLen {
+                node: self.node(ino)?,
+                len,
+            },
+            Change::Created {
+                parent,
+                name: entry,
+                ino,
+                kind,
+            } => LogOp::Create {
+                dir: self.node(parent)?,
+                name: name(entry),
+                node: self.node(ino)?,
+                kind,
+            },
+            Change::Linked {
+                parent,
+                name: entry,
+                ino,
+            } => LogOp::Link {
+                dir: self.node(parent)?,
+                name: name(entry),
+                node: self.node(ino)?,
+            },
+            Change::Renamed {
+                from_dir,
+                from_name,
+                to_dir,
+                to_name,
+                moved,
+            } => {
+                let (node, exchanged) = moved?;
+                LogOp::Rename {
+                    from_dir,
+                    from_name: name(from_name),
+                    to_dir,
+                    to_name: name(to_name),
+                    node,
+                    exchanged,
+                }
+            }
+            Change::Removed { dir, name: entry } => LogOp::Remove {
+                dir,
+                name: name(entry),
+            },
+            Change::Synced { ino, dir: true } => LogOp::FsyncDir {
+                dir: self.node(ino)?,
+            },
+            Change::Synced { ino, dir: false } => LogOp::Fsync {
+                node: self.node(ino)?,
+            },
+            Change::SyncedAll => LogOp::Sync,
+        })
     }
 }

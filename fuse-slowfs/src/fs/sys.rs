@@ -213,6 +213,29 @@ pub fn written_at(fd: RawFd, offset: u64, n: usize) -> u64 {
     offset
 }
 
+/// `copy_file_range(2)` of up to `len` bytes from `src` at `offset_in` to
+/// `dst` at `offset_out`; how many were copied.
+pub fn copy_file_range(
+    src: RawFd,
+    offset_in: u64,
+    dst: RawFd,
+    offset_out: u64,
+    len: usize,
+) -> SysResult<usize> {
+    let (mut off_in, mut off_out) = (offset_in as i64, offset_out as i64);
+    // SAFETY: plain syscall with valid offset pointers.
+    let n = cvt(unsafe { libc::copy_file_range(src, &mut off_in, dst, &mut off_out, len, 0) })?;
+    Ok(n as usize)
+}
+
+/// close(dup(fd)): what close(2) would do on the backing file (NFS-style
+/// backing filesystems report write-back errors here), without closing `fd`.
+pub fn flush(fd: RawFd) -> SysResult<()> {
+    // SAFETY: dup of a valid fd; the copy is closed at once.
+    let copy = cvt(unsafe { libc::dup(fd) })?;
+    check(unsafe { libc::close(copy) })
+}
+
 /// `readlinkat(fd, "")` on an `O_PATH` fd of a symlink.
 pub fn readlink_fd(fd: RawFd) -> SysResult<Vec<u8>> {
     let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
@@ -359,6 +382,156 @@ pub fn atime_clone(dir: &std::path::Path, atime: u64, nodiratime: bool) -> SysRe
     Ok(tree)
 }
 
+/// Where an attribute change finds its file.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// An open fd of it.
+    Fd(RawFd),
+    /// A path to it (a `/proc/self/fd` one), followed.
+    Path(&'a CStr),
+    /// Its entry `name` in directory `dir`, the entry itself (for times: a
+    /// symlink's own).
+    At(RawFd, &'a CStr),
+}
+
+/// chmod(2) through `target`.
+pub fn chmod(target: Target<'_>, mode: u32) -> SysResult<()> {
+    // SAFETY: plain syscalls on valid fds and C strings.
+    check(unsafe {
+        match target {
+            Target::Fd(fd) => libc::fchmod(fd, mode),
+            Target::Path(path) => libc::chmod(path.as_ptr(), mode),
+            Target::At(dir, name) => libc::fchmodat(dir, name.as_ptr(), mode, 0),
+        }
+    })
+}
+
+/// truncate(2) through `target` (`At` is not a truncatable target: EINVAL).
+pub fn truncate(target: Target<'_>, len: u64) -> SysResult<()> {
+    // SAFETY: plain syscalls on valid fds and C strings.
+    check(unsafe {
+        match target {
+            Target::Fd(fd) => libc::ftruncate(fd, len as libc::off_t),
+            Target::Path(path) => libc::truncate(path.as_ptr(), len as libc::off_t),
+            Target::At(..) => return Err(Errno::EINVAL),
+        }
+    })
+}
+
+/// Sets access and modification times (`times`, as utimensat(2) takes them).
+pub fn set_times(target: Target<'_>, times: &[libc::timespec; 2]) -> SysResult<()> {
+    // SAFETY: times is a valid two-element array; C strings are valid.
+    check(unsafe {
+        match target {
+            Target::Fd(fd) => libc::futimens(fd, times.as_ptr()),
+            Target::Path(path) => libc::utimensat(libc::AT_FDCWD, path.as_ptr(), times.as_ptr(), 0),
+            Target::At(dir, name) => libc::utimensat(
+                dir,
+                name.as_ptr(),
+                times.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            ),
+        }
+    })
+}
+
+/// fstatvfs(2).
+pub fn statvfs(fd: RawFd) -> SysResult<libc::statvfs> {
+    // SAFETY: zeroed statvfs is a valid out-parameter.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::fstatvfs(fd, &mut st) }).map(|()| st)
+}
+
+/// access(2) of `path` with the daemon's credentials.
+pub fn access(path: &CStr, mask: i32) -> SysResult<()> {
+    // SAFETY: valid C string.
+    check(unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr(), mask, 0) })
+}
+
+/// The daemon's effective user and group ids.
+pub fn daemon_ids() -> (u32, u32) {
+    // SAFETY: plain id queries.
+    unsafe { (libc::geteuid(), libc::getegid()) }
+}
+
+/// An all-zero stat (the attributes of a negative entry).
+pub fn no_stat() -> libc::stat {
+    // SAFETY: a stat is plain old data; all zeroes is valid.
+    unsafe { std::mem::zeroed() }
+}
+
+/// Every entry of directory `fd`, from the start, `.` and `..` included:
+/// (inode number, `d_type`, name). Reads through a duplicate of `fd`.
+pub fn read_dir(fd: RawFd) -> SysResult<Vec<(u64, u8, std::ffi::OsString)>> {
+    // SAFETY: rewinding and duplicating an fd we own.
+    cvt(unsafe { libc::lseek(fd, 0, libc::SEEK_SET) })?;
+    let copy = cvt(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) })?;
+    // SAFETY: the duplicate is ours; fdopendir takes it over and closedir closes it.
+    let dir = unsafe { libc::fdopendir(copy) };
+    if dir.is_null() {
+        unsafe { libc::close(copy) };
+        return Err(Errno::EIO);
+    }
+    let mut entries = Vec::new();
+    loop {
+        // SAFETY: dir is a valid DIR*; the entry is copied before the next call.
+        let entry = unsafe { libc::readdir64(dir) };
+        if entry.is_null() {
+            break;
+        }
+        let entry = unsafe { &*entry };
+        let name = unsafe { CStr::from_ptr(entry.d_name.as_ptr()) };
+        entries.push((
+            entry.d_ino,
+            entry.d_type,
+            OsStr::from_bytes(name.to_bytes()).to_os_string(),
+        ));
+    }
+    unsafe { libc::closedir(dir) };
+    Ok(entries)
+}
+
+/// setxattr(2) on `path`.
+pub fn set_xattr(path: &CStr, name: &CStr, value: &[u8], flags: i32) -> SysResult<()> {
+    // SAFETY: valid C strings and a buffer of the given length.
+    check(unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            flags,
+        )
+    })
+}
+
+/// getxattr(2) of `path` into `buf` (empty: asks the size); the value's size.
+pub fn get_xattr(path: &CStr, name: &CStr, buf: &mut [u8]) -> SysResult<usize> {
+    // SAFETY: valid C strings; buffer valid for its length.
+    let n = cvt(unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    })?;
+    Ok(n as usize)
+}
+
+/// listxattr(2) of `path` into `buf` (empty: asks the size); the list's size.
+pub fn list_xattrs(path: &CStr, buf: &mut [u8]) -> SysResult<usize> {
+    // SAFETY: valid C string; buffer valid for its length.
+    let n = cvt(unsafe { libc::listxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })?;
+    Ok(n as usize)
+}
+
+/// removexattr(2) on `path`.
+pub fn remove_xattr(path: &CStr, name: &CStr) -> SysResult<()> {
+    // SAFETY: valid C strings.
+    check(unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) })
+}
+
 /// The backing-syscall layer on a plain temporary directory, no FUSE: what the
 /// handlers rely on (results, errnos, confinement to single components).
 #[cfg(test)]
@@ -431,5 +604,89 @@ mod tests {
         sync(fd, true).unwrap();
         sync(fd, false).unwrap();
         assert_eq!(sync(-1, false), Err(Errno::EBADF));
+    }
+
+    #[test]
+    fn attributes_change_through_each_target() {
+        let (tmp, d) = dir();
+        let d = raw(&d);
+        let file = tmp.path().join("f");
+        std::fs::write(&file, b"hello world").unwrap();
+        let name = c"f";
+        let fd = openat(d, name, libc::O_RDWR, 0).unwrap();
+        chmod(Target::Fd(raw(&fd)), 0o600).unwrap();
+        assert_eq!(stat_fd(raw(&fd)).unwrap().st_mode & 0o7777, 0o600);
+        chmod(Target::At(d, name), 0o640).unwrap();
+        assert_eq!(stat_fd(raw(&fd)).unwrap().st_mode & 0o7777, 0o640);
+        truncate(Target::Path(&proc_path(raw(&fd))), 5).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"hello");
+        assert_eq!(truncate(Target::At(d, name), 1), Err(Errno::EINVAL));
+        let at = |sec| libc::timespec {
+            tv_sec: sec,
+            tv_nsec: 0,
+        };
+        set_times(Target::Fd(raw(&fd)), &[at(1_000), at(2_000)]).unwrap();
+        assert_eq!(stat_fd(raw(&fd)).unwrap().st_mtime, 2_000);
+        // A symlink's own times, not its target's.
+        symlink_at(c"f", d, c"l").unwrap();
+        set_times(Target::At(d, c"l"), &[at(3_000), at(4_000)]).unwrap();
+        assert_eq!(stat_at(d, c"l", 0).unwrap().st_mtime, 4_000);
+        assert_eq!(stat_fd(raw(&fd)).unwrap().st_mtime, 2_000);
+    }
+
+    #[test]
+    fn directories_list_every_entry_with_its_type() {
+        let (_tmp, d) = dir();
+        let d = raw(&d);
+        mkdir_at(d, c"sub", 0o755).unwrap();
+        drop(openat(d, c"file", libc::O_CREAT | libc::O_WRONLY, 0o644).unwrap());
+        let listed = openat(d, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0).unwrap();
+        let mut entries: Vec<_> = read_dir(raw(&listed))
+            .unwrap()
+            .into_iter()
+            .map(|(_, t, name)| (name.into_string().unwrap(), t))
+            .collect();
+        entries.sort();
+        let names: Vec<_> = entries.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, [".", "..", "file", "sub"]);
+        assert_eq!(entries[2].1, libc::DT_REG);
+        assert_eq!(entries[3].1, libc::DT_DIR);
+        // From the start again: a second listing of the same fd sees it all.
+        assert_eq!(read_dir(raw(&listed)).unwrap().len(), 4);
+    }
+
+    #[test]
+    fn data_copies_and_flushes_without_closing() {
+        let (_tmp, d) = dir();
+        let d = raw(&d);
+        let src = openat(d, c"src", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+        let dst = openat(d, c"dst", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+        pwrite(raw(&src), b"0123456789", 0).unwrap();
+        let n = copy_file_range(raw(&src), 2, raw(&dst), 1, 4).unwrap();
+        assert_eq!(n, 4);
+        assert_eq!(pread(raw(&dst), 10, 0).unwrap(), b"\x002345");
+        flush(raw(&dst)).unwrap();
+        assert_eq!(pread(raw(&dst), 1, 1).unwrap(), b"2", "still open");
+        assert!(statvfs(raw(&dst)).unwrap().f_bsize > 0);
+    }
+
+    #[test]
+    fn extended_attributes_round_trip_and_report_sizes() {
+        let (_tmp, d) = dir();
+        let fd = openat(raw(&d), c"x", libc::O_CREAT | libc::O_RDWR, 0o644).unwrap();
+        let path = proc_path(raw(&fd));
+        match set_xattr(&path, c"user.k", b"value", 0) {
+            // A backing filesystem without user xattrs cannot show the rest.
+            Err(Errno::EOPNOTSUPP) => panic!("the temp dir's filesystem has no user xattrs"),
+            other => other.unwrap(),
+        }
+        assert_eq!(get_xattr(&path, c"user.k", &mut []).unwrap(), 5);
+        let mut buf = [0u8; 16];
+        let n = get_xattr(&path, c"user.k", &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"value");
+        let n = list_xattrs(&path, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"user.k\0");
+        remove_xattr(&path, c"user.k").unwrap();
+        assert_eq!(get_xattr(&path, c"user.k", &mut buf), Err(Errno::ENODATA));
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use fuser::{Errno, INodeNo, ReplyEmpty, ReplyXattr, Request};
 use slowfs_faults::Op;
 
-use super::sys::{self, check, cvt, Caller, SysResult};
+use super::sys::{self, Caller, SysResult};
 use super::{Ask, Inner, SlowFs};
 
 pub(super) fn setxattr(
@@ -30,16 +30,7 @@ pub(super) fn setxattr(
         move |inner, done, _, value| {
             let result = xattr_target(inner, ino).and_then(|p| {
                 let name = CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)?;
-                // SAFETY: valid C strings and a buffer of the given length.
-                check(unsafe {
-                    libc::setxattr(
-                        p.as_ptr(),
-                        name.as_ptr(),
-                        value.as_ptr().cast(),
-                        value.len(),
-                        flags,
-                    )
-                })?;
+                sys::set_xattr(&p, &name, value, flags)?;
                 // An access ACL set by a caller outside the file's group drops
                 // set-group-ID, as the kernel's posix_acl_update_mode does; the
                 // daemon set it with its own credentials.
@@ -80,17 +71,7 @@ pub(super) fn getxattr(
             let result = CString::new(name.as_bytes())
                 .map_err(|_| Errno::EINVAL)
                 .and_then(|name| {
-                    xattr_query(inner, ino, size, |p, buf| {
-                        // SAFETY: valid C strings; buffer valid for its length.
-                        unsafe {
-                            libc::getxattr(
-                                p.as_ptr(),
-                                name.as_ptr(),
-                                buf.as_mut_ptr().cast(),
-                                buf.len(),
-                            )
-                        }
-                    })
+                    xattr_query(inner, ino, size, |p, buf| sys::get_xattr(p, &name, buf))
                 });
             done.respond(inner, result, |r, answer| send_xattr(r, size, answer))
         },
@@ -100,10 +81,7 @@ pub(super) fn getxattr(
 pub(super) fn listxattr(fs: &SlowFs, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
     fs.inner
         .serve_on(req, Op::Xattr, ino, reply, move |inner, done, _, _| {
-            let result = xattr_query(inner, ino, size, |p, buf| {
-                // SAFETY: valid C string; buffer valid for its length.
-                unsafe { libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) }
-            });
+            let result = xattr_query(inner, ino, size, sys::list_xattrs);
             done.respond(inner, result, |r, answer| send_xattr(r, size, answer))
         });
 }
@@ -125,8 +103,7 @@ pub(super) fn removexattr(
         move |inner, done, _, _| {
             let result = xattr_target(inner, ino).and_then(|p| {
                 let name = CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)?;
-                // SAFETY: valid C strings.
-                check(unsafe { libc::removexattr(p.as_ptr(), name.as_ptr()) })
+                sys::remove_xattr(&p, &name)
             });
             let changed = result.is_ok();
             done.respond(inner, result, |r, ()| {
@@ -151,12 +128,12 @@ fn xattr_query(
     inner: &Arc<Inner>,
     ino: INodeNo,
     size: u32,
-    query: impl FnOnce(&CStr, &mut [u8]) -> isize,
+    query: impl FnOnce(&CStr, &mut [u8]) -> SysResult<usize>,
 ) -> SysResult<(u32, Vec<u8>)> {
     let target = xattr_target(inner, ino)?;
     let mut buf = vec![0u8; size as usize];
-    let n = cvt(query(&target, &mut buf))?;
-    buf.truncate(n as usize);
+    let n = query(&target, &mut buf)?;
+    buf.truncate(n);
     Ok((n as u32, buf))
 }
 

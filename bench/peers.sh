@@ -22,13 +22,19 @@
 #
 # Usage: [SLOWFS=path] [PASSTHROUGH_LL=path] [PASSTHROUGH_HP=path] [LAZYFS=path]
 #        [ROUNDS=3] [RUNTIME=4] [FILES=5000] [SQLITE_TX=1000] [DATE=YYYY-MM-DD]
-#        [DROP_CACHES=1] [BASE=/var/tmp] bench/peers.sh
+#        [SUFFIX=name] [DROP_CACHES=1] [BASE=/var/tmp] bench/peers.sh
 #   SLOWFS          the slowfs binary (default target/release/slowfs; this script
 #                   does not build it: cargo build --release -p slowfs)
 #   PASSTHROUGH_LL  libfuse's example/passthrough_ll, PASSTHROUGH_HP its
 #                   example/passthrough_hp (both from `apt-get source fuse3`,
 #                   `meson setup build -Dexamples=true -Dutils=false && ninja -C build`)
-#   LAZYFS          LazyFS's build/lazyfs (github.com/dsrhaslab/lazyfs; not in Debian)
+#   LAZYFS          LazyFS's build/lazyfs (github.com/dsrhaslab/lazyfs; not in Debian;
+#                   bench/build_lazyfs.sh builds it into /opt/lazyfs, with a VERSION
+#                   file beside the binary that the report quotes). Its config is
+#                   config/default.toml's (1 GiB cache, no eviction) with the fault
+#                   FIFO in the run's directory and no injection: faults off
+#   SUFFIX          appended to the output names (peers-DATE-SUFFIX.json,
+#                   DATE-peers-SUFFIX.md), so that a second run on a day keeps the first
 #   A peer whose variable is unset is left out of the table, with a line saying so.
 #   BASE            where the run's directory is made (native and every backing
 #                   directory are in it, so on the same filesystem); default /var/tmp.
@@ -42,12 +48,14 @@
 # Needs: bash, python3 (sqlite3 module), fio, coreutils (sync -f, timeout), root or
 # fusermount3 for the FUSE mounts. Took 12-15 minutes on a shared 2-core VM with the
 # eight targets (no LazyFS).
-# Every mount it makes is unmounted on every exit path (also on Ctrl-C).
+# Every mount it makes is unmounted on every exit path (also on Ctrl-C). A daemon that
+# crashes or hangs (a workload past RUNTIME*15+120 s is killed) fails its workloads:
+# `fail` in their cells and a line under Failures; the run goes on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 command_line="$0${*:+ $*}" # as given: the variables set, then the script
-for v in BASE LAZYFS PASSTHROUGH_HP PASSTHROUGH_LL SLOWFS DATE DROP_CACHES SQLITE_TX FILES RUNTIME ROUNDS; do
+for v in BASE LAZYFS PASSTHROUGH_HP PASSTHROUGH_LL SLOWFS SUFFIX DATE DROP_CACHES SQLITE_TX FILES RUNTIME ROUNDS; do
   if [ -n "${!v:-}" ]; then command_line="$v=${!v} $command_line"; fi
 done
 rounds=${ROUNDS:-3}
@@ -60,8 +68,8 @@ slowfs=${SLOWFS:-target/release/slowfs}
 [ -x "$slowfs" ] || { echo "no slowfs binary at $slowfs (cargo build --release -p slowfs, or set SLOWFS)" >&2; exit 2; }
 slowfs=$(realpath "$slowfs")
 command -v fio >/dev/null || { echo "needs fio (apt-get install fio)" >&2; exit 2; }
-out_json=bench/results/peers-$date.json
-out_md=docs/results/$date-peers.md
+out_json=bench/results/peers-$date${SUFFIX:+-$SUFFIX}.json
+out_md=docs/results/$date-peers${SUFFIX:+-$SUFFIX}.md
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date +%s)
 
@@ -99,7 +107,7 @@ cleanup() {
   fi
   if [ -n "$pid" ]; then
     kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 50); do running "$pid" || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   fi
@@ -112,6 +120,10 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# LazyFS's config/default.toml (at a47a5ba: the format its libpcache
+# src/config/config.cpp reads), with the FIFO moved into the run's directory. No
+# [[injection]] entries and nothing is written to the FIFO: no fault fires. LazyFS
+# preallocates the whole cache (1 GiB) before it mounts (about 1 s here).
 lazyfs_config() {
   cat >"$work/lazyfs.toml" <<EOF
 [faults]
@@ -119,8 +131,11 @@ fifo_path="$work/lazyfs.fifo"
 [cache]
 apply_eviction=false
 [cache.simple]
-custom_size="0.5GB"
+custom_size="1gb"
 blocks_per_page=1
+[filesystem]
+log_all_operations=false
+logfile=""
 EOF
 }
 
@@ -133,9 +148,9 @@ start_target() { # how... -> sets dir (and pid for a daemon)
     slowfs) "$slowfs" mount --seed 1 --ctl-socket "$work/ctl.sock" --backing "$work/backing" "$@" "$mnt" 2>"$work/daemon.log" & ;;
     pll) "$PASSTHROUGH_LL" -f -o source="$work/backing" "$@" "$mnt" 2>"$work/daemon.log" & ;;
     php) "$PASSTHROUGH_HP" --foreground "$@" "$work/backing" "$mnt" 2>"$work/daemon.log" & ;;
-    lazyfs) lazyfs_config
+    lazyfs) lazyfs_config # it logs to stdout
             "$LAZYFS" "$mnt" --config-path "$work/lazyfs.toml" -o allow_other -o modules=subdir \
-              -o subdir="$work/backing" -f 2>"$work/daemon.log" & ;;
+              -o subdir="$work/backing" -f >"$work/daemon.log" 2>&1 & ;;
   esac
   pid=$!
   dir=$mnt
@@ -146,8 +161,8 @@ start_target() { # how... -> sets dir (and pid for a daemon)
 stop_target() {
   [ -z "$pid" ] && return 0
   kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then
+  for _ in $(seq 100); do running "$pid" || break; sleep 0.1; done
+  if running "$pid"; then
     echo "daemon $pid did not exit on SIGTERM within 10 s: SIGKILL" >&2; kill -KILL "$pid" || true
   fi
   wait "$pid" 2>/dev/null || true
@@ -157,11 +172,23 @@ stop_target() {
 
 tck=$(getconf CLK_TCK)
 cpu_ms() { # utime+stime of the daemon (all its threads), in ms
+  local st
   [ -z "$pid" ] && { echo 0; return; }
-  sed 's/.*) //' "/proc/$pid/stat" | awk -v t="$tck" '{print ($12 + $13) * 1000 / t}'
+  # A daemon that just died gives 0, not an abort (set -e); the caller's alive check
+  # records the failure.
+  st=$(cat "/proc/$pid/stat" 2>/dev/null) || { echo 0; return; }
+  sed 's/.*) //' <<<"$st" | awk -v t="$tck" '{print ($12 + $13) * 1000 / t}'
+}
+running() { # the daemon PID exists and is not a zombie (a crashed daemon is one until
+  # waited for, and kill -0 succeeds on it)
+  local st
+  st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  st=${st##*) }
+  [ "${st%% *}" != Z ]
 }
 alive() { # the target still serves: no daemon (native), or daemon running and mounted
-  [ -z "$pid" ] || { kill -0 "$pid" 2>/dev/null && grep -q " $mnt " /proc/mounts; }
+  # (a crashed daemon's mount stays in /proc/mounts, hence running)
+  [ -z "$pid" ] || { running "$pid" && grep -q " $mnt " /proc/mounts; }
 }
 
 sample() { # round target metric value|error TEXT
@@ -190,8 +217,13 @@ workload() {
 }
 why() { # a one-line reason for a failed workload
   local daemon=""
+  local timed=""
+  case $1 in
+    124) timed=" (timed out: still running after ${limit} s)" ;;
+    137) timed=" (SIGKILL: still running ${limit} s + 5 s after its start, or killed)" ;;
+  esac
   alive || daemon="; the daemon exited or the mount is gone: $(tail -c 200 "$work/daemon.log" 2>/dev/null)"
-  echo "exit $1: $(tail -c 300 "$work/err")$daemon" | tr '\n' ' '
+  echo "exit $1$timed: $(tail -c 300 "$work/err")$daemon" | tr '\n' ' '
 }
 
 run_fio() { # round name section: seqwrite|randread|wal|randwrite4
@@ -264,11 +296,12 @@ for round in $(seq "$rounds"); do
     fi
     run_fio "$round" "$name" seqwrite
     run_fio "$round" "$name" randread
-    alive && rm -f "$dir/seq.dat"
+    # (|| true: a daemon that dies after the check must not abort the run: set -e)
+    if alive; then rm -f "$dir/seq.dat" || true; fi
     run_fio "$round" "$name" wal
-    alive && rm -f "$dir/wal.dat"
+    if alive; then rm -f "$dir/wal.dat" || true; fi
     run_fio "$round" "$name" randwrite4
-    alive && rm -f "$dir"/randwrite4.*
+    if alive; then rm -f "$dir"/randwrite4.* || true; fi
     run_meta "$round" "$name"
     run_sqlite "$round" "$name" wal
     run_sqlite "$round" "$name" delete
@@ -289,7 +322,8 @@ if [ -n "${PASSTHROUGH_HP:-}" ]; then
   versions+=("passthrough_hp: linked with $(basename "$(realpath "$lib")") ($PASSTHROUGH_HP)")
 fi
 if [ -n "${LAZYFS:-}" ]; then
-  lv=$(git -C "$(dirname "$LAZYFS")" describe --always 2>/dev/null || echo 'version unknown')
+  lv=$(cat "$(dirname "$LAZYFS")/VERSION" 2>/dev/null ||
+       git -C "$(dirname "$LAZYFS")" describe --always 2>/dev/null || echo 'version unknown')
   versions+=("LazyFS: $lv ($LAZYFS)")
 fi
 versions+=("$(fio --version)" "SQLite $(python3 -c 'import sqlite3; print(sqlite3.sqlite_version)') (Python $(python3 -c 'import platform; print(platform.python_version())'))")

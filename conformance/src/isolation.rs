@@ -56,6 +56,14 @@ pub fn cell_args(planned: &PlannedCell, config: &SuiteConfig, out: &Path) -> Vec
     if let Some(bound) = config.lag_bound_ms {
         args.extend(["--lag-bound-ms".into(), bound.to_string()]);
     }
+    if let Some(traces) = &config.fault_traces {
+        let flag = if traces.replaying() {
+            "--replay-faults"
+        } else {
+            "--record-faults"
+        };
+        args.extend([flag.into(), traces.dir().display().to_string()]);
+    }
     args
 }
 

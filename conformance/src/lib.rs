@@ -44,6 +44,7 @@
 
 pub mod broken;
 pub mod expectations;
+pub mod fault_traces;
 pub mod isolation;
 pub mod model;
 pub mod progress;
@@ -157,6 +158,8 @@ pub struct SuiteConfig {
     pub op_delay_ms: u64,
     /// An extra slowfs profile to run under (e.g. `nfs`), if any.
     pub profile: Option<String>,
+    /// Record the faults each mount fires, or replay recorded ones.
+    pub fault_traces: Option<fault_traces::FaultTraces>,
 }
 
 impl Default for SuiteConfig {
@@ -167,6 +170,7 @@ impl Default for SuiteConfig {
             lag_bound_ms: None,
             op_delay_ms: 100,
             profile: None,
+            fault_traces: None,
         }
     }
 }
@@ -193,6 +197,12 @@ impl SuiteConfig {
     /// Sets loop-lag's bound (`None`: half of the injected delay).
     pub fn lag_bound_ms(mut self, bound: Option<f64>) -> Self {
         self.lag_bound_ms = bound;
+        self
+    }
+
+    /// Records each mount's faults into, or replays them from, a directory.
+    pub fn fault_traces(mut self, traces: Option<fault_traces::FaultTraces>) -> Self {
+        self.fault_traces = traces;
         self
     }
 

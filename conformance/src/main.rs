@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use slowfs_conformance::broken::Defect;
 use slowfs_conformance::expectations::{self, Expectation};
+use slowfs_conformance::fault_traces::{self, FaultTraces};
 use slowfs_conformance::isolation::{run_isolated, CellEnd};
 use slowfs_conformance::progress::Progress;
 use slowfs_conformance::report::{Cell, Report, Stopped};
@@ -90,6 +91,17 @@ enum Command {
         /// agree on it) and --json; `merge` joins the shards' reports.
         #[arg(long, value_name = "K/N", requires_all = ["seed", "json"])]
         shard: Option<Shard>,
+        /// Where to keep the fault traces of cells that fail (every fault
+        /// their slowfs mounts fired, a file per mount): a directory per
+        /// cell, made only when one fails; its replay command names it.
+        #[arg(long, value_name = "DIR", default_value = "slowfs-conformance-faults")]
+        fault_traces: PathBuf,
+        /// Replay one cell with the faults kept for it (a directory a failed
+        /// run printed), so it fails the same way even where threads reach
+        /// the mount in another order; needs the run's --seed and one
+        /// --engine and --suite.
+        #[arg(long, value_name = "DIR", requires_all = ["seed", "engines", "suites"])]
+        replay_faults: Option<PathBuf>,
     },
     /// Join the JSON reports of every shard of one run (`run --shard K/N`) into
     /// the report the unsharded run gives; exit status as `run`'s.
@@ -123,6 +135,10 @@ enum Command {
         lag_bound_ms: Option<f64>,
         #[arg(long)]
         out: PathBuf,
+        #[arg(long, conflicts_with = "replay_faults")]
+        record_faults: Option<PathBuf>,
+        #[arg(long)]
+        replay_faults: Option<PathBuf>,
     },
 }
 
@@ -142,6 +158,8 @@ fn main() -> ExitCode {
             profile,
             lag_bound_ms,
             out,
+            record_faults,
+            replay_faults,
         } => {
             slowfs::signals::unblock_termination();
             let Some(suite) = Suite::from_name(&suite) else {
@@ -158,11 +176,17 @@ fn main() -> ExitCode {
                 &[suite],
                 false,
             );
+            let traces = match (record_faults, replay_faults) {
+                (Some(dir), _) => Some(FaultTraces::record(&dir)),
+                (None, Some(dir)) => Some(FaultTraces::replay(&dir)),
+                (None, None) => None,
+            };
             let config = SuiteConfig::default()
                 .cases(cases)
                 .seed(seed)
                 .profile(profile)
-                .lag_bound_ms(lag_bound_ms);
+                .lag_bound_ms(lag_bound_ms)
+                .fault_traces(traces);
             let outcome = runner::run_cell(&planned[0], &config);
             let json = serde_json::to_vec(&outcome).expect("serializes");
             match std::fs::write(&out, json) {
@@ -187,6 +211,8 @@ fn main() -> ExitCode {
             json,
             junit,
             shard,
+            fault_traces,
+            replay_faults,
         } => {
             let usage = |message: String| {
                 eprintln!("slowfs-conformance: {message}");
@@ -270,13 +296,37 @@ fn main() -> ExitCode {
             if let Some(shard) = shard {
                 planned = shard.select(planned);
             }
+            let traces = match &replay_faults {
+                Some(dir) if planned.len() != 1 => {
+                    return usage(format!(
+                        "--replay-faults {} replays one cell, and this run has {}: name one --engine and one --suite",
+                        dir.display(),
+                        planned.len()
+                    ))
+                }
+                Some(dir) if !dir.is_dir() => {
+                    return usage(format!(
+                        "--replay-faults {}: no such directory (give the one a failed cell's replay command names)",
+                        dir.display()
+                    ))
+                }
+                Some(dir) => Traces::Replay(dir.clone()),
+                None => Traces::KeepFailed(fault_traces),
+            };
             eprintln!(
                 "slowfs-conformance: seed {seed} (pass --seed {seed} to replay); {} cells, at most {} each, {} in all",
                 planned.len(),
                 slowfs_faults::DisplayDuration(cell_timeout),
                 slowfs_faults::DisplayDuration(timeout)
             );
-            let mut report = run(&planned, &config, &known, cell_timeout, timeout, &signals);
+            let mut report = run(
+                &planned,
+                &config,
+                &known,
+                (cell_timeout, timeout),
+                &traces,
+                &signals,
+            );
             report.shard = shard;
             if let Some(shard) = shard {
                 eprintln!(
@@ -352,16 +402,33 @@ fn finish(report: &Report, json: Option<PathBuf>, junit: Option<PathBuf>) -> Exi
     }
 }
 
+/// What a run does with fault traces.
+enum Traces {
+    /// Record every cell's; keep those of failed cells under this directory.
+    KeepFailed(PathBuf),
+    /// Replay these (one cell).
+    Replay(PathBuf),
+}
+
 /// Runs the planned cells one at a time, each in a child process.
 fn run(
     planned: &[runner::PlannedCell],
     config: &SuiteConfig,
     known: &[Expectation],
-    cell_timeout: Duration,
-    run_timeout: Duration,
+    (cell_timeout, run_timeout): (Duration, Duration),
+    traces: &Traces,
     signals: &nix::sys::signal::SigSet,
 ) -> Report {
     let exe = std::env::current_exe().expect("this program's path");
+    // Every cell's traces are recorded here; a failed cell's are moved out.
+    let recorded = match traces {
+        Traces::KeepFailed(_) => tempfile::Builder::new()
+            .prefix("slowfs-conformance-faults-")
+            .tempdir()
+            .map_err(|e| eprintln!("slowfs-conformance: no fault traces this run: {e}"))
+            .ok(),
+        Traces::Replay(_) => None,
+    };
     let mut report = Report::new(config.seed);
     let mut progress = Progress::new(planned.len());
     let started = Instant::now();
@@ -379,6 +446,19 @@ fn run(
             });
             break;
         }
+        let cell_traces = match (traces, &recorded) {
+            (Traces::Replay(dir), _) => Some(FaultTraces::replay(dir)),
+            (Traces::KeepFailed(_), Some(root)) => {
+                let dir = root.path().join(fault_traces::cell_dir_name(
+                    &cell.engine.name,
+                    cell.suite.name(),
+                ));
+                std::fs::create_dir_all(&dir)
+                    .ok()
+                    .map(|()| FaultTraces::record(&dir))
+            }
+            (Traces::KeepFailed(_), None) => None,
+        };
         let result = if let Some((_, suite)) =
             timed_out.iter().find(|(e, _)| *e == cell.engine.name)
         {
@@ -393,7 +473,8 @@ fn run(
         } else {
             let limit = cell_timeout.min(left);
             let begun = Instant::now();
-            let end = run_isolated(&exe, cell, config, limit, signals, |ran| {
+            let cell_config = config.clone().fault_traces(cell_traces.clone());
+            let end = run_isolated(&exe, cell, &cell_config, limit, signals, |ran| {
                 progress.running(index, cell, ran, limit)
             });
             let seconds = begun.elapsed().as_secs_f64();
@@ -437,6 +518,10 @@ fn run(
                 ),
             }
         };
+        let mut result = result;
+        if let (Traces::KeepFailed(keep), Some(cell_traces)) = (traces, &cell_traces) {
+            fault_traces::keep_if_failed(&mut result, cell_traces, keep);
+        }
         progress.done(index, cell, &result);
         report.cells.push(result);
     }

@@ -68,6 +68,10 @@ pub struct Cell {
     pub detail: String,
     /// The command that replays this cell.
     pub replay: String,
+    /// Where the faults its mounts fired were kept (a failed cell; the replay
+    /// command replays them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault_traces: Option<String>,
     /// Set when the cell matched a known finding: why it is expected.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expected: Option<String>,
@@ -99,6 +103,7 @@ impl Cell {
             seconds: outcome.seconds,
             detail: outcome.detail(),
             replay: planned.replay(config),
+            fault_traces: None,
             expected: None,
             unexpected: None,
             max_lag_ms: outcome.max_lag_ms,
@@ -122,6 +127,7 @@ impl Cell {
             unexpected: Some(detail.clone()),
             detail,
             replay: planned.replay(config),
+            fault_traces: None,
             expected: None,
             max_lag_ms: None,
             p99_lag_ms: None,
@@ -247,6 +253,9 @@ impl Report {
                 }
                 if let Some(what) = &cell.unexpected {
                     let _ = writeln!(out, "    UNEXPECTED: {what}");
+                }
+                if let Some(dir) = &cell.fault_traces {
+                    let _ = writeln!(out, "    fault traces: {dir}");
                 }
                 let _ = writeln!(out, "    replay: {}", cell.replay);
             }

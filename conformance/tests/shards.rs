@@ -29,8 +29,15 @@ const RUN: &[&str] = &[
     "2026",
 ];
 
+/// The runner in a scratch directory (where failed cells' fault traces are kept).
 fn run(args: &[&str], extra: &[&str]) -> Output {
-    Command::new(BIN).args(args).args(extra).output().unwrap()
+    let scratch = tempfile::tempdir().unwrap();
+    Command::new(BIN)
+        .args(args)
+        .args(extra)
+        .current_dir(scratch.path())
+        .output()
+        .unwrap()
 }
 
 fn cells(path: &Path) -> Vec<(String, String, String, u64)> {

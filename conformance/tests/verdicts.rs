@@ -35,11 +35,14 @@ fn handshake_only(handshake: &str) -> String {
     format!("cmd:echo '{handshake}'; cat > /dev/null")
 }
 
-/// The runner with a private TMPDIR (to check that nothing is left in it).
+/// The runner with a private TMPDIR (to check that nothing is left in it),
+/// in a scratch directory (where failed cells' fault traces are kept).
 fn conformance(args: &[&str], tmp: &Path) -> Output {
+    let scratch = tempfile::tempdir().unwrap();
     Command::new(BIN)
         .args(args)
         .env("TMPDIR", tmp)
+        .current_dir(scratch.path())
         .output()
         .unwrap()
 }
@@ -330,6 +333,7 @@ fn signals_print_the_partial_report_and_leave_nothing() {
                 "run", "--engine", &slow, "--suite", "short-io", "--suite", "errors",
             ])
             .env("TMPDIR", tmp.path())
+            .current_dir(scripts.path())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).unwrap())
             .process_group(0)

@@ -413,7 +413,15 @@ impl FaultPlan {
         };
         let occurrence = trace.count(op, path);
         match trace.replayed(op, path, occurrence) {
-            Some(recorded) => recorded,
+            // The request replayed may ask for fewer bytes than the recorded
+            // one did (another order, another split): a short count never
+            // exceeds what this request moves.
+            Some(mut recorded) => {
+                if let Some(short) = &mut recorded.effects.short_to {
+                    *short = (*short).min(bytes);
+                }
+                recorded
+            }
             None if trace.replaying() => Decision::default(),
             None => {
                 let decision = self.draw(op, path, bytes);

@@ -215,6 +215,22 @@ mod tests {
         assert_eq!(failing(&replaying, &aabb), recorded);
     }
 
+    /// A replayed short count never asks for more than the request moves
+    /// (a daemon would read or write past its buffer).
+    #[test]
+    fn a_replayed_short_count_fits_the_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("faults.jsonl");
+        let recording = FaultPlan::new(3, [parse_rule("write short=1000..4000").unwrap()])
+            .with_trace(FaultTrace::record(&trace).unwrap());
+        let recorded = recording.decide(Op::Write, "/a", 4096).effects.short_to;
+        assert!(recorded.is_some_and(|s| s > 100), "{recorded:?}");
+        drop(recording);
+        let replaying = FaultPlan::new(3, []).with_trace(FaultTrace::replay(&trace).unwrap());
+        let smaller = replaying.decide(Op::Write, "/a", 100).effects.short_to;
+        assert_eq!(smaller, Some(100));
+    }
+
     #[test]
     fn a_bad_trace_names_its_line() {
         let dir = tempfile::tempdir().unwrap();

@@ -48,6 +48,12 @@ impl SlowMount {
         Self::start_with(spec, crate::Durability::Off)
     }
 
+    /// Mounts with these rules and seed, recording the faults that fire into a
+    /// trace file or replaying one (`slowfs run --record-faults/--replay-faults`).
+    pub fn traced(spec: FaultSpec, trace: crate::FaultTraceFile) -> io::Result<SlowMount> {
+        Self::mount_in(&std::env::temp_dir(), spec, |c| c.fault_trace = Some(trace))
+    }
+
     /// Mounts a recording slowfs with no rules: every mutating operation is logged
     /// for the durability model ([`SlowMount::log`]).
     pub fn recording(seed: u64) -> io::Result<SlowMount> {

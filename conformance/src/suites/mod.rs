@@ -26,7 +26,11 @@ pub(crate) fn mount(config: &SuiteConfig, rules: &[&str]) -> Result<SlowMount, V
         spec.add_rule("suite", rule)
             .map_err(|e| fail(e.to_string()))?;
     }
-    SlowMount::start(spec).map_err(|e| fail(e.to_string()))
+    match &config.fault_traces {
+        Some(traces) => SlowMount::traced(spec, traces.next_mount()),
+        None => SlowMount::start(spec),
+    }
+    .map_err(|e| fail(e.to_string()))
 }
 
 /// Mounts a recording slowfs (for the suites that ask the durability model).

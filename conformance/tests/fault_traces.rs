@@ -1,0 +1,102 @@
+//! A failed cell keeps the faults its slowfs mounts fired, says where beside
+//! the seed, and its replay command (`--replay-faults DIR`) fails the same
+//! way; a cell that passes keeps nothing.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_slowfs-conformance");
+
+fn run_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// The line after the cell's FAIL heading: why it failed.
+fn reason(stdout: &str) -> String {
+    let mut lines = stdout.lines();
+    lines
+        .find(|l| l.ends_with(": FAIL"))
+        .expect("a failed cell");
+    lines.next().unwrap().trim().to_string()
+}
+
+#[test]
+fn a_failed_cell_keeps_its_fault_traces_and_replays_with_them() {
+    let scratch = tempfile::tempdir().unwrap();
+    // async-fs fails short-io (an expected finding): its mounts fire short writes.
+    let args = [
+        "run", "--engine", "async-fs", "--suite", "short-io", "--seed", "5", "--cases", "8",
+    ];
+    let out = run_in(scratch.path(), &args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "expected finding: {stdout}");
+    let kept = scratch
+        .path()
+        .join("slowfs-conformance-faults/async-fs--short-io");
+    assert!(
+        stdout.contains(&format!("fault traces: {}", kept.display())),
+        "{stdout}"
+    );
+    let traces: Vec<_> = std::fs::read_dir(&kept).unwrap().flatten().collect();
+    assert!(!traces.is_empty());
+    let faults: usize = traces
+        .iter()
+        .map(|t| std::fs::read_to_string(t.path()).unwrap().lines().count())
+        .sum();
+    assert!(faults > 0, "the traces hold the short writes that fired");
+    let replay = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: slowfs-conformance "))
+        .expect("a replay command");
+    assert!(replay.ends_with(&format!("--replay-faults {}", kept.display())));
+
+    let again = run_in(
+        scratch.path(),
+        &replay.split_whitespace().collect::<Vec<_>>(),
+    );
+    let again_out = String::from_utf8_lossy(&again.stdout).into_owned();
+    assert_eq!(reason(&again_out), reason(&stdout), "{again_out}");
+
+    // A replay needs one cell: refused, with the fix.
+    let many = run_in(
+        scratch.path(),
+        &[
+            "run",
+            "--engine",
+            "async-fs",
+            "--suite",
+            "short-io",
+            "--suite",
+            "errors",
+            "--seed",
+            "5",
+            "--replay-faults",
+            kept.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(many.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&many.stderr).contains("replays one cell"));
+}
+
+#[test]
+fn a_passing_cell_keeps_no_traces() {
+    let scratch = tempfile::tempdir().unwrap();
+    let out = run_in(
+        scratch.path(),
+        &[
+            "run",
+            "--engine",
+            "threadpool",
+            "--suite",
+            "short-io",
+            "--cases",
+            "4",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(!scratch.path().join("slowfs-conformance-faults").exists());
+}

@@ -735,9 +735,9 @@ m.close()
 }
 
 /// Persistence models: replace-via-rename without fsync loses the file under
-/// strict POSIX but not on ext4's data=ordered journal (a rename over a file
-/// writes the file's data first); truncate-and-rewrite in place loses it on
-/// both. The strict run says so per group, `--fs-model` checks only what the
+/// strict POSIX and on XFS but not on ext4's data=ordered journal (a rename
+/// over a file writes the file's data first); truncate-and-rewrite in place
+/// loses it on every model. The strict run says so per group, `--fs-model` checks only what the
 /// model can leave.
 #[test]
 fn violations_say_under_which_filesystem_models_they_happen() {
@@ -746,9 +746,12 @@ fn violations_say_under_which_filesystem_models_they_happen() {
     let (code, out) = explore(&check, &[&sh("tmp-rename.sh")], false, logs.path());
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("can happen on: strict; never on: ext4-ordered"),
+        out.contains("can happen on: strict, xfs; never on: ext4-ordered"),
         "{out}"
     );
+    let xfs = ["--fs-model", "xfs"];
+    let (code, out) = explore_with(&check, &[&sh("tmp-rename.sh")], false, logs.path(), &xfs);
+    assert_eq!(code, 1, "unsafe on xfs: {out}");
     let ext4 = ["--fs-model", "ext4-ordered"];
     let (code, out) = explore_with(&check, &[&sh("tmp-rename.sh")], false, logs.path(), &ext4);
     assert_eq!(code, 0, "safe on ext4 data=ordered: {out}");

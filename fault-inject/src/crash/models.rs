@@ -18,8 +18,24 @@
 //!   (`auto_da_alloc`): if the rename persists, so do the writes before it;
 //! * overwrites inside a file persist or not, in any order, torn at sectors.
 //!
-//! A state is a strict state the model can also produce, so one strict
-//! exploration says for each violation under which models it can happen.
+//! `xfs` models XFS's metadata log (and ext4 `data=writeback`, which keeps
+//! the same states among those slowfs enumerates): metadata persists in log
+//! order, whole, and an fsync forces the log (every metadata operation before
+//! it persists), as in ext4-ordered; but file data is not ordered with the
+//! log: writes, appends included, persist or not in any order, torn at
+//! sectors, and a rename over a file does not wait for its data (XFS flushes
+//! only on close after a truncate to zero, which the model leaves out). XFS
+//! sets the on-disk size only when the data is written (no appended garbage);
+//! ext4 `data=writeback` can also expose stale blocks behind a persisted
+//! size, a state slowfs does not generate under any model.
+//!
+//! Each model allows a subset of the states of the one before it in
+//! [`FsModel::ALL`]. A state is a strict state the model can also produce,
+//! so one strict exploration says for each violation under which models it
+//! can happen. An fdatasync counts as a journal commit, as an fsync does
+//! (Linux skips the commit when no metadata is needed to read the data back:
+//! a model may then call "never" a state that fdatasync-only programs can
+//! reach).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -34,18 +50,21 @@ use crate::durability::{Keep, Kept, Log, LogOp, Node};
 pub enum FsModel {
     /// Only what fsync and sync promise (POSIX).
     Strict,
+    /// XFS: metadata in log order, data unordered (also ext4 `data=writeback`).
+    Xfs,
     /// ext4 with `data=ordered` (its default).
     Ext4Ordered,
 }
 
 impl FsModel {
-    /// Every model, the strictest first.
-    pub const ALL: &'static [FsModel] = &[FsModel::Strict, FsModel::Ext4Ordered];
+    /// Every model, the one allowing the most states first.
+    pub const ALL: &'static [FsModel] = &[FsModel::Strict, FsModel::Xfs, FsModel::Ext4Ordered];
 
     /// The model's name in flags and reports.
     pub fn name(self) -> &'static str {
         match self {
             FsModel::Strict => "strict",
+            FsModel::Xfs => "xfs",
             FsModel::Ext4Ordered => "ext4-ordered",
         }
     }
@@ -61,6 +80,10 @@ impl FromStr for FsModel {
     type Err = String;
 
     fn from_str(text: &str) -> Result<FsModel, String> {
+        // The same states (see the module doc).
+        if text == "ext4-writeback" {
+            return Ok(FsModel::Xfs);
+        }
         FsModel::ALL
             .iter()
             .copied()
@@ -68,7 +91,7 @@ impl FromStr for FsModel {
             .ok_or_else(|| {
                 let names: Vec<&str> = FsModel::ALL.iter().map(|m| m.name()).collect();
                 format!(
-                    "unknown filesystem model '{text}' (expected one of: {})",
+                    "unknown filesystem model '{text}' (expected one of: {}; ext4-writeback keeps the states of xfs)",
                     names.join(", ")
                 )
             })
@@ -79,6 +102,9 @@ impl FromStr for FsModel {
 /// replaying it once.
 #[derive(Debug, Clone)]
 pub struct ModelFacts {
+    /// Whether the op is metadata (create, link, remove, rename, truncate):
+    /// it goes through the journal (log) in order.
+    metadata: Vec<bool>,
     /// Whether the op goes through ext4's journal in order: metadata, and
     /// writes that extend their file.
     ordered: Vec<bool>,
@@ -92,6 +118,7 @@ impl ModelFacts {
     pub fn new(log: &Log) -> ModelFacts {
         let mut tree = log.initial().clone();
         let mut ordered = Vec::with_capacity(log.ops().len());
+        let mut metadata = Vec::with_capacity(log.ops().len());
         let mut replacing = Vec::with_capacity(log.ops().len());
         for op in log.ops() {
             let (is_ordered, replaced) = match op {
@@ -130,10 +157,15 @@ impl ModelFacts {
                 _ => (true, None),
             };
             ordered.push(is_ordered);
+            metadata.push(is_ordered && !matches!(op, LogOp::Write { .. }));
             replacing.push(replaced);
             tree.apply(op);
         }
-        ModelFacts { ordered, replacing }
+        ModelFacts {
+            metadata,
+            ordered,
+            replacing,
+        }
     }
 
     /// Whether `model` can leave the state that keeps `kept` of the
@@ -148,7 +180,11 @@ impl ModelFacts {
     ) -> bool {
         match model {
             FsModel::Strict => true,
-            FsModel::Ext4Ordered => self.ext4_ordered(log, point, pending, kept),
+            FsModel::Xfs => Self::journal(&self.metadata, log, point, pending, kept),
+            FsModel::Ext4Ordered => {
+                Self::journal(&self.ordered, log, point, pending, kept)
+                    && self.data_before_replacing_rename(point, pending, kept)
+            }
         }
     }
 
@@ -167,13 +203,18 @@ impl ModelFacts {
             .collect()
     }
 
-    fn ext4_ordered(&self, log: &Log, point: usize, pending: &[usize], kept: &Kept) -> bool {
+    /// A journal (ext4's, XFS's log) of the operations `in_journal` marks:
+    /// the pending ones persist as a prefix, each whole, and an fsync commits
+    /// every one before it.
+    fn journal(
+        in_journal: &[bool],
+        log: &Log,
+        point: usize,
+        pending: &[usize],
+        kept: &Kept,
+    ) -> bool {
         let whole = |i: usize| kept.get(&i) == Some(&Keep::Whole);
-        let ordered: Vec<usize> = pending
-            .iter()
-            .copied()
-            .filter(|&i| self.ordered[i])
-            .collect();
+        let ordered: Vec<usize> = pending.iter().copied().filter(|&i| in_journal[i]).collect();
         // A prefix of the journal, each operation whole.
         let prefix = ordered.iter().take_while(|&&i| whole(i)).count();
         if ordered[prefix..].iter().any(|i| kept.contains_key(i)) {
@@ -189,8 +230,13 @@ impl ModelFacts {
                 return false;
             }
         }
-        // auto_da_alloc: a kept rename over a file keeps the renamed file's
-        // earlier writes.
+        true
+    }
+
+    /// ext4's `auto_da_alloc`: a kept rename over a file keeps the renamed
+    /// file's earlier writes.
+    fn data_before_replacing_rename(&self, point: usize, pending: &[usize], kept: &Kept) -> bool {
+        let whole = |i: usize| kept.get(&i) == Some(&Keep::Whole);
         let pending_set: HashSet<usize> = pending.iter().copied().collect();
         let dropped = |i: usize| pending_set.contains(&i) && !whole(i);
         !self
@@ -264,8 +310,54 @@ mod tests {
         assert!(!ext4(&[1]));
         assert_eq!(
             facts.models_allowing(&log, 3, &pending, &kept(&[0, 2])),
-            vec![FsModel::Strict]
+            vec![FsModel::Strict, FsModel::Xfs]
         );
+    }
+
+    /// "Safe on ext4 ordered, unsafe on xfs": XFS keeps the metadata in order
+    /// but does not write a file's data before the rename that replaces.
+    #[test]
+    fn xfs_keeps_metadata_in_order_but_not_the_data_a_rename_needs() {
+        let log = replace_via_rename();
+        let facts = ModelFacts::new(&log);
+        let pending = log.pending(3);
+        let xfs = |ops: &[usize]| facts.allows(FsModel::Xfs, &log, 3, &pending, &kept(ops));
+        assert!(xfs(&[0, 2]), "the rename without the data");
+        assert!(xfs(&[1]), "data is not ordered with the metadata");
+        assert!(!xfs(&[2]), "the rename without the create before it");
+    }
+
+    /// Each model allows a subset of the states of the one before it, over
+    /// every kept subset of a few logs.
+    #[test]
+    fn each_model_allows_a_subset_of_the_one_before() {
+        let mut synced = replace_via_rename();
+        synced.push(LogOp::Fsync { node: 3 });
+        synced.push(LogOp::Write {
+            node: 3,
+            offset: 0,
+            data: b"newer".to_vec(),
+        });
+        for log in [replace_via_rename(), synced] {
+            let facts = ModelFacts::new(&log);
+            for point in 0..=log.ops().len() {
+                let pending = log.pending(point);
+                for mask in 0..(1u32 << pending.len()) {
+                    let ops: Vec<usize> = (0..pending.len())
+                        .filter(|b| mask & (1 << b) != 0)
+                        .map(|b| pending[b])
+                        .collect();
+                    let allowed: Vec<bool> = FsModel::ALL
+                        .iter()
+                        .map(|m| facts.allows(*m, &log, point, &pending, &kept(&ops)))
+                        .collect();
+                    assert!(
+                        allowed.windows(2).all(|w| w[0] || !w[1]),
+                        "point {point}, kept {ops:?}: {allowed:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
@@ -312,6 +404,7 @@ mod tests {
             assert_eq!(model.name().parse::<FsModel>(), Ok(*model));
         }
         let e = "ext4".parse::<FsModel>().unwrap_err();
-        assert!(e.contains("strict, ext4-ordered"), "{e}");
+        assert!(e.contains("strict, xfs, ext4-ordered"), "{e}");
+        assert_eq!("ext4-writeback".parse::<FsModel>(), Ok(FsModel::Xfs));
     }
 }

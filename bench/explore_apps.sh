@@ -65,6 +65,10 @@ for fsync in "" fsync; do
   row "git, 2 commits ${fsync:+(core.fsync=all)}" "git fsck" "-j 2, 2 min" --backing "$work/git$fsync" -j 2 --time-budget 2m --max-states 100000 \
     --check "sh $apps/git_check.sh" -- sh "$apps/git_commits.sh"
 done
+for mode in plain writemap; do
+  row "LMDB (py-lmdb), 3 commits, $mode" "open + prefix" "-j 2" -j 2 --time-budget 2m --max-states 100000 \
+    --check "$venv $apps/lmdb_check.py" -- "$venv" "$apps/lmdb_save.py" "--$mode"
+done
 row "LevelDB (plyvel), 3 synced puts" "open + prefix" "-j 2" -j 2 --time-budget 2m --max-states 100000 \
   --check "$venv $apps/leveldb_check.py" -- "$venv" "$apps/leveldb_save.py"
 for mode in in-place tmp-rename tmp-fsync-rename tmp-fsync-rename-dirsync; do

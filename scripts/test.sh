@@ -35,12 +35,12 @@ command -v pjdfstest >/dev/null || { say "installing pjdfstest"; cargo install -
 
 # Python libraries tested through the driver protocol.
 # Pinned: the expectations in conformance/expectations.toml are about these versions.
-python_packages=(aiofiles==25.1.0 ayafileio==2.0.0 aiofile==3.12.3 caio==0.12.10 plyvel==1.5.1 pytest==8.3.4 anyio==4.16.0 trio==0.35.0)
+python_packages=(aiofiles==25.1.0 ayafileio==2.0.0 aiofile==3.12.3 caio==0.12.10 plyvel==1.5.1 lmdb==1.6.2 pytest==8.3.4 anyio==4.16.0 trio==0.35.0)
 if [[ ! -x .venv/bin/python3 ]]; then
   say "creating .venv"
   python3 -m venv .venv
 fi
-if ! .venv/bin/python3 -c "import aiofiles, ayafileio, aiofile, plyvel, pytest, anyio, trio" 2>/dev/null; then
+if ! .venv/bin/python3 -c "import aiofiles, ayafileio, aiofile, plyvel, lmdb, pytest, anyio, trio" 2>/dev/null; then
   say "installing ${python_packages[*]} into .venv"
   .venv/bin/pip install --quiet --disable-pip-version-check "${python_packages[@]}"
 fi

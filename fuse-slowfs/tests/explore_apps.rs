@@ -125,6 +125,43 @@ fn leveldb_loses_its_manifest() {
     assert!(out.contains("MANIFEST"), "{out}");
 }
 
+/// LMDB (py-lmdb 1.6.2) creating a new environment writes its meta pages
+/// without an fsync; a crash before the first commit is durable can leave a
+/// data file with pages but no meta pages, which LMDB refuses to open
+/// (MDB_INVALID) though no committed data existed. With MDB_WRITEMAP the file
+/// is grown by ftruncate first, so even ext4's journal (the truncate persists,
+/// the delayed meta-page write not) leaves it: every model.
+#[test]
+fn lmdb_creation_can_leave_an_environment_it_cannot_open() {
+    assert!(
+        Path::new(VENV_PYTHON).exists(),
+        "{VENV_PYTHON} is missing: scripts/test.sh makes .venv with lmdb"
+    );
+    for (mode, models) in [
+        (
+            "--plain",
+            "can happen on: strict, xfs, ext4-ordered (every model)",
+        ),
+        (
+            "--writemap",
+            "can happen on: strict, xfs, ext4-ordered (every model)",
+        ),
+    ] {
+        let (code, found, out) = explore(
+            None,
+            &["--max-states", "2000"],
+            &format!("{VENV_PYTHON} {}", app("lmdb_check.py")),
+            &[VENV_PYTHON, &app("lmdb_save.py"), mode],
+        );
+        assert_eq!(code, 1, "{mode}: {out}");
+        assert!(found > 0);
+        assert!(out.contains("MDB_INVALID"), "{mode}: {out}");
+        assert!(out.contains(models), "{mode}: {out}");
+        // Only before the first commit's sync: every later state opens.
+        assert!(out.contains("at crash points 6"), "{mode}: {out}");
+    }
+}
+
 /// `--fsync-fails`: an export that retries a failed fsync (the retry succeeds,
 /// the data is gone) is caught; one that treats the failure as fatal and keeps
 /// the old file passes.

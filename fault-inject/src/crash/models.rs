@@ -3,47 +3,48 @@
 //!
 //! `strict` (the default) keeps only what fsync and sync promise: any subset
 //! of the pending operations may survive, writes torn at sector boundaries.
-//! Real filesystems keep more, in order. `ext4-ordered` models ext4's default
-//! `data=ordered` journal (Documentation/filesystems/ext4.rst, "Data Mode";
-//! the same simplifications as ALICE, Pillai et al. OSDI'14, §4, and CuttleFS,
-//! Rebello et al. ATC'20):
+//! Real filesystems keep more, in order. Two journaling models, after ALICE
+//! (Pillai et al., OSDI'14, §4 and its persistence-property table) and
+//! CuttleFS (Rebello et al., ATC'20), each rule one a program can rely on:
 //!
-//! * metadata (create, link, remove, rename, truncate) and every write that
-//!   extends its file (the size is metadata; ordered mode writes the data
-//!   blocks before the journal commit that exposes them) persist in log
-//!   order, whole: a crash keeps a prefix of them;
-//! * an fsync, fdatasync or directory fsync commits the journal: every
-//!   metadata operation before it persists with it;
-//! * a rename over an existing file first writes the renamed file's data
-//!   (`auto_da_alloc`): if the rename persists, so do the writes before it;
-//! * overwrites inside a file persist or not, in any order, torn at sectors.
+//! * **metadata in log order** (both): create, link, remove, rename and
+//!   truncate go through the journal (ext4) or log (XFS) in order, whole: a
+//!   crash keeps a prefix of them;
+//! * **an fsync commits** (both): an fsync, fdatasync or directory fsync
+//!   forces the journal, so every metadata operation before it persists;
+//! * **allocated data after its metadata** (both): a write that needs new
+//!   blocks (it reaches past the file's size in the durable tree the log
+//!   starts from) becomes visible through an allocation logged no earlier
+//!   than the first such write to the file, so it persists only with all
+//!   metadata before that first write. Delayed allocation means the converse
+//!   does not hold: later metadata may persist without it (ALICE's ext4 has
+//!   no ordered appends; ext4 `nodelalloc`, which has them, is not modelled);
+//! * **`auto_da_alloc`** (ext4-ordered only): a rename over an existing file
+//!   writes the renamed file's data first (Documentation/filesystems/ext4.rst):
+//!   if the rename persists, so do the file's writes before it;
+//! * overwrites of written blocks persist or not, in any order, torn at
+//!   sectors (both).
 //!
-//! `xfs` models XFS's metadata log (and ext4 `data=writeback`, which keeps
-//! the same states among those slowfs enumerates): metadata persists in log
-//! order, whole, and an fsync forces the log (every metadata operation before
-//! it persists), as in ext4-ordered; but file data is not ordered with the
-//! log: writes, appends included, persist or not in any order, torn at
-//! sectors, and a rename over a file does not wait for its data (XFS flushes
-//! only on close after a truncate to zero, which the model leaves out). XFS
-//! sets the on-disk size only when the data is written (no appended garbage);
-//! ext4 `data=writeback` can also expose stale blocks behind a persisted
-//! size, a state slowfs does not generate under any model.
+//! `xfs` also stands for ext4 `data=writeback`: among the states slowfs
+//! enumerates they keep the same; ext4 `data=writeback` can also expose stale
+//! blocks behind a persisted size, a state slowfs generates under no model.
+//! Not modelled: btrfs, the flush on close after a truncate to zero (ext4 and
+//! XFS), and an fdatasync that skips the commit because the data needs no
+//! metadata (counted as a commit: a model may then call "never" a state an
+//! fdatasync-only program can reach).
 //!
 //! Each model allows a subset of the states of the one before it in
 //! [`FsModel::ALL`]. A state is a strict state the model can also produce,
 //! so one strict exploration says for each violation under which models it
-//! can happen. An fdatasync counts as a journal commit, as an fsync does
-//! (Linux skips the commit when no metadata is needed to read the data back:
-//! a model may then call "never" a state that fdatasync-only programs can
-//! reach).
+//! can happen.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::durability::{Keep, Kept, Log, LogOp, Node};
+use crate::durability::{Keep, Kept, Log, LogOp, Node, NodeId};
 
 /// A persistence model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -103,11 +104,12 @@ impl FromStr for FsModel {
 #[derive(Debug, Clone)]
 pub struct ModelFacts {
     /// Whether the op is metadata (create, link, remove, rename, truncate):
-    /// it goes through the journal (log) in order.
+    /// it goes through the journal in order.
     metadata: Vec<bool>,
-    /// Whether the op goes through ext4's journal in order: metadata, and
-    /// writes that extend their file.
-    ordered: Vec<bool>,
+    /// For a write that needs new blocks (past its file's size in the
+    /// initial tree): the first write to that file that did, whose
+    /// allocation it waits for.
+    allocating_from: Vec<Option<usize>>,
     /// For a rename over an existing name: the writes to the renamed node
     /// before it (ext4 writes their data before the rename commits).
     replacing: Vec<Option<Vec<usize>>>,
@@ -117,17 +119,25 @@ impl ModelFacts {
     /// Replays `log` once.
     pub fn new(log: &Log) -> ModelFacts {
         let mut tree = log.initial().clone();
-        let mut ordered = Vec::with_capacity(log.ops().len());
-        let mut metadata = Vec::with_capacity(log.ops().len());
-        let mut replacing = Vec::with_capacity(log.ops().len());
-        for op in log.ops() {
-            let (is_ordered, replaced) = match op {
+        let n = log.ops().len();
+        let (mut metadata, mut allocating_from, mut replacing) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let initial_size = |node: &NodeId| match log.initial().nodes.get(node) {
+            Some(Node::File(bytes)) => bytes.len() as u64,
+            _ => 0,
+        };
+        // Per file: its first write past its initial size.
+        let mut first_allocating: HashMap<NodeId, usize> = HashMap::new();
+        for (i, op) in log.ops().iter().enumerate() {
+            let mut replaced = None;
+            let (is_metadata, allocation) = match op {
                 LogOp::Write { node, offset, data } => {
-                    let size = match tree.nodes.get(node) {
-                        Some(Node::File(bytes)) => bytes.len() as u64,
-                        _ => 0,
-                    };
-                    (offset + data.len() as u64 > size, None)
+                    let allocates = offset + data.len() as u64 > initial_size(node);
+                    let from = allocates.then(|| *first_allocating.entry(*node).or_insert(i));
+                    (false, from)
                 }
                 LogOp::Rename {
                     to_dir,
@@ -140,30 +150,31 @@ impl ModelFacts {
                         tree.nodes.get(to_dir),
                         Some(Node::Dir(entries)) if entries.contains_key(to_name)
                     );
-                    let writes = || {
-                        log.ops()
-                            .iter()
-                            .enumerate()
-                            .take(replacing.len())
-                            .filter(
-                                |(_, op)| matches!(op, LogOp::Write { node: n, .. } if n == node),
-                            )
-                            .map(|(j, _)| j)
-                            .collect()
-                    };
-                    (true, exists.then(writes))
+                    if exists {
+                        replaced = Some(
+                            log.ops()[..replacing.len()]
+                                .iter()
+                                .enumerate()
+                                .filter(|(_, op)| {
+                                    matches!(op, LogOp::Write { node: n, .. } if n == node)
+                                })
+                                .map(|(j, _)| j)
+                                .collect(),
+                        );
+                    }
+                    (true, None)
                 }
                 LogOp::Fsync { .. } | LogOp::FsyncDir { .. } | LogOp::Sync => (false, None),
                 _ => (true, None),
             };
-            ordered.push(is_ordered);
-            metadata.push(is_ordered && !matches!(op, LogOp::Write { .. }));
+            metadata.push(is_metadata);
+            allocating_from.push(allocation);
             replacing.push(replaced);
             tree.apply(op);
         }
         ModelFacts {
             metadata,
-            ordered,
+            allocating_from,
             replacing,
         }
     }
@@ -180,9 +191,9 @@ impl ModelFacts {
     ) -> bool {
         match model {
             FsModel::Strict => true,
-            FsModel::Xfs => Self::journal(&self.metadata, log, point, pending, kept),
+            FsModel::Xfs => self.journal(log, point, pending, kept),
             FsModel::Ext4Ordered => {
-                Self::journal(&self.ordered, log, point, pending, kept)
+                self.journal(log, point, pending, kept)
                     && self.data_before_replacing_rename(point, pending, kept)
             }
         }
@@ -203,34 +214,39 @@ impl ModelFacts {
             .collect()
     }
 
-    /// A journal (ext4's, XFS's log) of the operations `in_journal` marks:
-    /// the pending ones persist as a prefix, each whole, and an fsync commits
-    /// every one before it.
-    fn journal(
-        in_journal: &[bool],
-        log: &Log,
-        point: usize,
-        pending: &[usize],
-        kept: &Kept,
-    ) -> bool {
+    /// A journal (ext4's, XFS's log): pending metadata persists as a prefix,
+    /// each operation whole; an fsync commits every one before it; a kept
+    /// write that needed new blocks keeps every metadata operation before
+    /// the allocation it waited for.
+    fn journal(&self, log: &Log, point: usize, pending: &[usize], kept: &Kept) -> bool {
         let whole = |i: usize| kept.get(&i) == Some(&Keep::Whole);
-        let ordered: Vec<usize> = pending.iter().copied().filter(|&i| in_journal[i]).collect();
-        // A prefix of the journal, each operation whole.
-        let prefix = ordered.iter().take_while(|&&i| whole(i)).count();
-        if ordered[prefix..].iter().any(|i| kept.contains_key(i)) {
+        let journaled: Vec<usize> = pending
+            .iter()
+            .copied()
+            .filter(|&i| self.metadata[i])
+            .collect();
+        let prefix = journaled.iter().take_while(|&&i| whole(i)).count();
+        if journaled[prefix..].iter().any(|i| kept.contains_key(i)) {
             return false;
         }
-        // An fsync commits every metadata operation before it.
+        // The first pending metadata operation not kept: nothing logged after
+        // it persisted.
+        let first_lost = journaled.get(prefix).copied();
         let ops = &log.ops()[..point];
-        if let Some(last_commit) = ops
-            .iter()
-            .rposition(|op| matches!(op, LogOp::Fsync { .. } | LogOp::FsyncDir { .. }))
-        {
-            if ordered.iter().any(|&i| i < last_commit && !whole(i)) {
+        if let (Some(lost), Some(last_commit)) = (
+            first_lost,
+            ops.iter()
+                .rposition(|op| matches!(op, LogOp::Fsync { .. } | LogOp::FsyncDir { .. })),
+        ) {
+            if lost < last_commit {
                 return false;
             }
         }
-        true
+        first_lost.is_none_or(|lost| {
+            !pending.iter().any(|&i| {
+                kept.contains_key(&i) && self.allocating_from[i].is_some_and(|from| from > lost)
+            })
+        })
     }
 
     /// ext4's `auto_da_alloc`: a kept rename over a file keeps the renamed
@@ -323,8 +339,82 @@ mod tests {
         let pending = log.pending(3);
         let xfs = |ops: &[usize]| facts.allows(FsModel::Xfs, &log, 3, &pending, &kept(ops));
         assert!(xfs(&[0, 2]), "the rename without the data");
-        assert!(xfs(&[1]), "data is not ordered with the metadata");
+        assert!(xfs(&[0, 1]) && xfs(&[0, 1, 2]) && xfs(&[]));
+        assert!(!xfs(&[1]), "allocated data without the create before it");
         assert!(!xfs(&[2]), "the rename without the create before it");
+    }
+
+    /// Delayed allocation: an append persists only with the metadata before
+    /// it, but metadata after it may persist without it (no ordered appends).
+    #[test]
+    fn appends_follow_earlier_metadata_but_do_not_hold_back_later_metadata() {
+        let mut log = Log::new(Tree::empty(1));
+        log.push(LogOp::Create {
+            dir: 1,
+            name: "f".into(),
+            node: 2,
+            kind: NodeKind::File,
+        });
+        log.push(LogOp::SetLen {
+            node: 2,
+            len: 1 << 20,
+        });
+        // Into the hole the truncate made: needs new blocks.
+        log.push(LogOp::Write {
+            node: 2,
+            offset: 8192,
+            data: vec![1; 4096],
+        });
+        log.push(LogOp::Create {
+            dir: 1,
+            name: "g".into(),
+            node: 3,
+            kind: NodeKind::File,
+        });
+        let facts = ModelFacts::new(&log);
+        let pending = log.pending(4);
+        for model in [FsModel::Xfs, FsModel::Ext4Ordered] {
+            let allows = |ops: &[usize]| facts.allows(model, &log, 4, &pending, &kept(ops));
+            assert!(
+                allows(&[0, 1, 3]),
+                "{model}: later metadata without the data"
+            );
+            assert!(
+                allows(&[0, 1, 2]),
+                "{model}: the data without later metadata"
+            );
+            assert!(
+                !allows(&[0, 2]),
+                "{model}: the data without the truncate before it"
+            );
+        }
+        // Rewriting those blocks waits for the same allocation...
+        let mut log = log.clone();
+        log.push(LogOp::Write {
+            node: 2,
+            offset: 8192,
+            data: vec![2; 512],
+        });
+        let facts = ModelFacts::new(&log);
+        let pending = log.pending(5);
+        assert!(!facts.allows(FsModel::Ext4Ordered, &log, 5, &pending, &kept(&[0, 4])));
+        // ...while overwriting blocks of the initial tree needs none: free.
+        let log = replace_via_rename();
+        let mut log = Log::new(log.initial().clone());
+        log.push(LogOp::Create {
+            dir: 1,
+            name: "g".into(),
+            node: 5,
+            kind: NodeKind::File,
+        });
+        log.push(LogOp::Write {
+            node: 2,
+            offset: 0,
+            data: b"o".to_vec(),
+        });
+        let facts = ModelFacts::new(&log);
+        let pending = log.pending(2);
+        assert!(facts.allows(FsModel::Xfs, &log, 2, &pending, &kept(&[1])));
     }
 
     /// Each model allows a subset of the states of the one before it, over

@@ -299,11 +299,11 @@ struct ExploreArgs {
     log_dir: Option<PathBuf>,
     /// Check only the crash states this filesystem can leave: strict (POSIX:
     /// only what fsync promises; the default), xfs (also ext4-writeback:
-    /// metadata persists in order and an fsync commits the metadata before
-    /// it; data in any order) or ext4-ordered (ext4's default data=ordered
-    /// journal: as xfs, and appends persist in order with the metadata, a
-    /// rename over a file keeps the file's data). Either way, each violation
-    /// group says under which models it can happen.
+    /// metadata persists in order, an fsync commits the metadata before it,
+    /// newly allocated data only with the metadata before it) or ext4-ordered
+    /// (ext4's default data=ordered: as xfs, and a rename over a file keeps
+    /// the file's data). Either way, each violation group says under which
+    /// models it can happen.
     #[arg(long, value_name = "MODEL")]
     fs_model: Option<slowfs_faults::crash::models::FsModel>,
     /// Check only shard K of N (1-based, e.g. 2/4) of the distinct crash

@@ -3,8 +3,11 @@
 # until fsync; not in Debian) for bench/peers.sh's LAZYFS column, as its README
 # says: libs/libpcache first (cmake, cmake --build), then lazyfs (cmake
 # -DLAZYFS_BUILD_TESTS=OFF, cmake --build). Like its own build.sh files, no
-# CMAKE_BUILD_TYPE: CMake then passes no -O flag (an unoptimised build, what a
-# LazyFS user following the README gets). BUILD_TYPE=Release changes that.
+# CMAKE_BUILD_TYPE, which gives what a LazyFS user following the README gets:
+# libpcache (the cache: where writes, reads and fsyncs go) at -O3, because spdlog's
+# CMakeLists sets the build type Release when none is given, and the lazyfs
+# executable (the FUSE callbacks) with no -O flag at all. BUILD_TYPE=Release
+# builds both at -O3 (not what docs/results/2026-12-04-peers-lazyfs.md measured).
 #
 # Sources (no network here, so fetched beforehand and given as directories):
 #   clone github.com/dsrhaslab/lazyfs at a47a5baea559020f29902662de77764b0cbd62ce

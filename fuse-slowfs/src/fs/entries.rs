@@ -419,9 +419,15 @@ impl Inner {
         mode: u32,
         kind: u32,
     ) -> SysResult<()> {
+        let (euid, egid) = sys::daemon_ids();
+        let special = libc::S_ISUID | libc::S_ISGID | libc::S_ISVTX;
+        if (caller.uid, caller.gid) == (euid, egid) && mode & special == 0 {
+            // Made as the caller, with the bits asked for: nothing to fix
+            // (and no stat of the parent on the common path).
+            return Ok(());
+        }
         let parent = sys::stat_fd(dir.raw())?;
         let inherit_gid = parent.st_mode & libc::S_ISGID != 0;
-        let (euid, egid) = sys::daemon_ids();
         let gid = if inherit_gid { u32::MAX } else { caller.gid };
         if caller.uid != euid || (gid != u32::MAX && gid != egid) {
             sys::chown_at(dir.raw(), name, caller.uid, gid)?;
@@ -431,7 +437,6 @@ impl Inner {
         }
         // The chown cleared the set-ID bits asked for: put them back on the
         // permission bits the umask or default ACL left.
-        let special = libc::S_ISUID | libc::S_ISGID | libc::S_ISVTX;
         if mode & special != 0 {
             let now = sys::stat_at(dir.raw(), name, 0)?.st_mode;
             let mut mode = (now & 0o777) | (mode & special);

@@ -93,12 +93,16 @@ pub fn cell_dir_name(engine: &str, suite: &str) -> String {
     format!("{safe}--{suite}")
 }
 
-/// Keeps a failed cell's fault traces under `keep` (when its mounts fired
-/// any) and names them in its replay command; drops them otherwise.
+/// Keeps the fault traces of a cell that failed the run (an unexpected
+/// failure or timeout; a known finding is not kept) under `keep`, when its
+/// mounts fired any, and names them in its replay command; drops them
+/// otherwise.
 pub fn keep_if_failed(cell: &mut Cell, traces: &FaultTraces, keep: &Path) {
     let recorded = traces.dir();
     let faults = count(recorded);
-    if matches!(cell.status, Status::Fail | Status::Timeout) && faults > 0 {
+    let failed_the_run =
+        matches!(cell.status, Status::Fail | Status::Timeout) && cell.unexpected.is_some();
+    if failed_the_run && faults > 0 {
         let kept = keep.join(recorded.file_name().expect("a cell's directory"));
         let moved = std::fs::create_dir_all(keep)
             .and_then(|()| {

@@ -91,9 +91,9 @@ enum Command {
         /// agree on it) and --json; `merge` joins the shards' reports.
         #[arg(long, value_name = "K/N", requires_all = ["seed", "json"])]
         shard: Option<Shard>,
-        /// Where to keep the fault traces of cells that fail (every fault
-        /// their slowfs mounts fired, a file per mount): a directory per
-        /// cell, made only when one fails; its replay command names it.
+        /// Where to keep the fault traces of cells that fail the run (every
+        /// fault their slowfs mounts fired, a file per mount): a directory
+        /// per cell, made only then; its replay command names it.
         #[arg(long, value_name = "DIR", default_value = "slowfs-conformance-faults")]
         fault_traces: PathBuf,
         /// Replay one cell with the faults kept for it (a directory a failed
@@ -245,11 +245,10 @@ fn main() -> ExitCode {
             } else {
                 engines
             };
-            let mut known =
-                match expectations::parse("built-in expectations", expectations::BUILT_IN) {
-                    Ok(k) => k,
-                    Err(e) => return usage(e),
-                };
+            let known = match expectations::parse("built-in expectations", expectations::BUILT_IN) {
+                Ok(k) => k,
+                Err(e) => return usage(e),
+            };
             let mut theirs = Vec::new();
             if let Some(path) = &extra {
                 match expectations::load(path) {
@@ -279,7 +278,9 @@ fn main() -> ExitCode {
                     );
                 }
             }
-            known.extend(theirs);
+            // Theirs first: what a user knows about the versions they run
+            // (a finding fixed upstream) overrides the built-in expectation.
+            let known: Vec<Expectation> = theirs.into_iter().chain(known).collect();
             for engine in checked.iter().filter(|c| c.useless) {
                 eprintln!(
                     "slowfs-conformance: engine '{}' ({}) declares none of the capabilities any suite needs: every cell will be unsupported and the run fails",

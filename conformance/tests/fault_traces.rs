@@ -1,6 +1,7 @@
-//! A failed cell keeps the faults its slowfs mounts fired, says where beside
-//! the seed, and its replay command (`--replay-faults DIR`) fails the same
-//! way; a cell that passes keeps nothing.
+//! A cell that fails the run keeps the faults its slowfs mounts fired, says
+//! where beside the seed, and its replay command (`--replay-faults DIR`)
+//! fails the same way; a cell that passes, or fails as expected, keeps
+//! nothing.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -27,13 +28,34 @@ fn reason(stdout: &str) -> String {
 #[test]
 fn a_failed_cell_keeps_its_fault_traces_and_replays_with_them() {
     let scratch = tempfile::tempdir().unwrap();
-    // async-fs fails short-io (an expected finding): its mounts fire short writes.
+    // async-fs fails short-io (a known finding, kept nothing: see below); an
+    // expectations file that wants it to pass makes the failure the run's.
+    let wants_pass = scratch.path().join("wants-pass.toml");
+    std::fs::write(
+        &wants_pass,
+        "[[expect]]\nengine = \"async-fs\"\nsuite = \"short-io\"\nstatus = \"pass\"\nwhy = \"a test\"\n",
+    )
+    .unwrap();
     let args = [
-        "run", "--engine", "async-fs", "--suite", "short-io", "--seed", "5", "--cases", "8",
+        "run",
+        "--engine",
+        "async-fs",
+        "--suite",
+        "short-io",
+        "--seed",
+        "5",
+        "--cases",
+        "8",
+        "--expectations",
+        wants_pass.to_str().unwrap(),
     ];
     let out = run_in(scratch.path(), &args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(out.status.code(), Some(0), "expected finding: {stdout}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "an unexpected failure: {stdout}"
+    );
     let kept = scratch
         .path()
         .join("slowfs-conformance-faults/async-fs--short-io");
@@ -83,7 +105,7 @@ fn a_failed_cell_keeps_its_fault_traces_and_replays_with_them() {
 }
 
 #[test]
-fn a_passing_cell_keeps_no_traces() {
+fn passing_cells_and_known_findings_keep_no_traces() {
     let scratch = tempfile::tempdir().unwrap();
     let out = run_in(
         scratch.path(),
@@ -98,5 +120,14 @@ fn a_passing_cell_keeps_no_traces() {
         ],
     );
     assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = run_in(
+        scratch.path(),
+        &[
+            "run", "--engine", "async-fs", "--suite", "short-io", "--cases", "4",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("FAIL"), "the known finding: {stdout}");
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(!scratch.path().join("slowfs-conformance-faults").exists());
 }

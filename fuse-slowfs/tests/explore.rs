@@ -749,6 +749,28 @@ fn violations_say_under_which_filesystem_models_they_happen() {
         out.contains("can happen on: strict, xfs; never on: ext4-ordered"),
         "{out}"
     );
+    // Coverage per model: every state checked is a strict one; each model
+    // leaves a subset of the one before it.
+    let per_model: Vec<usize> = out
+        .lines()
+        .find_map(|l| l.strip_prefix("states checked that each model can leave: "))
+        .expect("the per-model line")
+        .split(", ")
+        .map(|part| part.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    let checked: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("states checked: "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(per_model.len(), 3, "{out}");
+    assert_eq!(per_model[0], checked, "{out}");
+    assert!(
+        per_model[0] > per_model[2] && per_model[1] >= per_model[2],
+        "{out}"
+    );
     let xfs = ["--fs-model", "xfs"];
     let (code, out) = explore_with(&check, &[&sh("tmp-rename.sh")], false, logs.path(), &xfs);
     assert_eq!(code, 1, "unsafe on xfs: {out}");

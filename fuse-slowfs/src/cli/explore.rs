@@ -407,6 +407,21 @@ impl Report<'_> {
                 r.ruled_out
             );
         }
+        if !r.per_model.is_empty() {
+            // In the models' own order, the one allowing the most first.
+            let counts: Vec<String> = slowfs_faults::crash::models::FsModel::ALL
+                .iter()
+                .filter_map(|m| {
+                    r.per_model
+                        .get(m.name())
+                        .map(|n| format!("{} {n}", m.name()))
+                })
+                .collect();
+            println!(
+                "states checked that each model can leave: {}",
+                counts.join(", ")
+            );
+        }
         println!("coverage of the {} crash points:", c.points);
         println!("  every state checked              {:>7}", c.every_state);
         println!(

@@ -158,6 +158,10 @@ pub struct Exploration {
     /// States skipped because `--fs-model` cannot leave them.
     #[serde(default)]
     pub ruled_out: usize,
+    /// Of the states checked, how many each persistence model can leave
+    /// (by model name): the coverage per model.
+    #[serde(default)]
+    pub per_model: std::collections::BTreeMap<String, usize>,
     /// What was covered, per category (they add up to the points).
     pub coverage: CoverageSummary,
     /// Whether the search handed out every state it plans (phase 3 included).
@@ -333,8 +337,12 @@ pub fn explore(
     // first second, then once a second.
     let mut last_report: Option<Instant> = None;
     let mut high_yield_seconds = None;
-    let facts = config.fs_model.map(|_| ModelFacts::new(log));
+    let facts = ModelFacts::new(log);
     let mut ruled_out = 0;
+    let mut per_model: std::collections::BTreeMap<String, usize> = FsModel::ALL
+        .iter()
+        .map(|m| (m.name().to_string(), 0))
+        .collect();
     'search: loop {
         while let Ok(outcome) = out_rx.try_recv() {
             run.absorb(outcome);
@@ -358,17 +366,17 @@ pub fn explore(
         let Some(candidate) = search.next() else {
             break;
         };
-        if let (Some(model), Some(facts)) = (config.fs_model, &facts) {
-            if !facts.allows(
-                model,
-                log,
-                candidate.point,
-                &candidate.pending,
-                &candidate.kept,
-            ) {
-                ruled_out += 1;
-                continue;
-            }
+        let models =
+            facts.models_allowing(log, candidate.point, &candidate.pending, &candidate.kept);
+        if config
+            .fs_model
+            .is_some_and(|model| !models.contains(&model))
+        {
+            ruled_out += 1;
+            continue;
+        }
+        for model in models {
+            *per_model.entry(model.name().to_string()).or_default() += 1;
         }
         // Every shard counts every state, so that the budget is the run's.
         let ours = config.shard.is_none_or(|s| s.owns(run.counts.checked));
@@ -433,6 +441,7 @@ pub fn explore(
         checked_here: run.checked_here,
         duplicates: search.duplicates(),
         ruled_out,
+        per_model,
         coverage: search.summary(),
         finished: search.finished(),
         cut,

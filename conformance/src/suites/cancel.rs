@@ -7,7 +7,7 @@
 //!
 //! Engines that answer a cancel (drivers: `{"cancel": ID}`) make a claim the suite
 //! checks: a cancelled request held by a `hang` must be answered within
-//! [`ANSWER_WITHIN`] (`cancelled`, or its result if it finished first), and a
+//! `ANSWER_WITHIN` (`cancelled`, or its result if it finished first), and a
 //! write answered `cancelled` must not land afterwards (a *ghost write*: the
 //! library reported the write undone while a thread still carried it out).
 

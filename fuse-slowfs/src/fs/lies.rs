@@ -1,7 +1,7 @@
 //! Storage that lies: the faults that change what a request does rather than
 //! whether or when — corrupt and stale reads, lost writes, and fsync failures
 //! with Linux's write-back error semantics. A layer the data handlers pass
-//! their backing call through ([`read`], [`write`], [`sync`]).
+//! their backing call through ([`read()`], [`write()`], [`sync()`]).
 //!
 //! Linux, when write-back of a file's dirty pages fails, records the error in
 //! the mapping's `errseq_t`, marks the pages clean and (for most filesystems)

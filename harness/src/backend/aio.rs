@@ -12,7 +12,7 @@
 //! the runtime thread — so the loop-lag suite catches it, as it catches
 //! `blocking`.
 //!
-//! Ownership after a cancel is explicit in [`Lifecycle`]: a dropped operation's
+//! Ownership after a cancel is explicit in `Lifecycle`: a dropped operation's
 //! buffer moves into the in-flight table and is freed only when the kernel's
 //! completion arrives (`io_cancel` is tried first; regular files rarely honour it).
 

@@ -1,10 +1,10 @@
 //! `uring`: io_uring through the io-uring crate.
 //!
 //! Reads, writes and fsyncs go through a ring owned by a driver thread
-//! ([`driver`]); batches (`read_many`, `write_many`) are submitted in one
+//! (`driver`); batches (`read_many`, `write_many`) are submitted in one
 //! `io_uring_enter`. Every operation owns its buffer and a reference to its fd
-//! ([`op::OpKind`]); dropping the caller's future submits an async cancel and
-//! leaves both with the driver ([`op::Lifecycle::Ignored`]) until the kernel's
+//! (`op::OpKind`); dropping the caller's future submits an async cancel and
+//! leaves both with the driver (`op::Lifecycle::Ignored`) until the kernel's
 //! completion arrives. Open, close, metadata, truncate and path operations are
 //! plain syscalls on tokio's blocking pool.
 //!

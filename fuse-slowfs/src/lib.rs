@@ -22,6 +22,7 @@
 pub mod control;
 pub mod explore;
 mod fd_passing;
+#[cfg(feature = "fixture")]
 pub mod fixture;
 pub(crate) mod fs;
 mod fusermount;

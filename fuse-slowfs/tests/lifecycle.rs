@@ -129,8 +129,14 @@ fn a_stale_socket_is_removed_by_the_next_mount() {
     first.child.kill().unwrap();
     first.child.wait().unwrap();
     let _ = slowfs::mount::force_unmount(&first.mountpoint);
-    let sockets = || std::fs::read_dir(&first.runtime_dir).unwrap().count();
-    assert_eq!(sockets(), 1, "a SIGKILLed daemon leaves its socket");
+    let sockets = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&first.runtime_dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect()
+    };
+    let stale = sockets();
+    assert_eq!(stale.len(), 1, "a SIGKILLed daemon leaves its socket");
     // Another mount using the same runtime directory (another mountpoint).
     let other = tempfile::tempdir().unwrap();
     let mut child = first
@@ -145,7 +151,16 @@ fn a_stale_socket_is_removed_by_the_next_mount() {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(sockets(), 1, "only the new mount's socket remains");
+    // The kernel shows the mount a moment before its control socket is
+    // bound: wait for the socket, not only the mount.
+    while sockets().len() != 1 || sockets() == stale {
+        assert!(
+            Instant::now() < deadline,
+            "only the new mount's socket should remain: {:?} (stale: {stale:?})",
+            sockets()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let out = first
         .cli()
         .arg("umount")

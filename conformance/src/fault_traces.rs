@@ -99,10 +99,11 @@ pub fn cell_dir_name(engine: &str, suite: &str) -> String {
 /// otherwise.
 pub fn keep_if_failed(cell: &mut Cell, traces: &FaultTraces, keep: &Path) {
     let recorded = traces.dir();
-    let faults = count(recorded);
     let failed_the_run =
         matches!(cell.status, Status::Fail | Status::Timeout) && cell.unexpected.is_some();
-    if failed_the_run && faults > 0 {
+    // Read the traces back only for a cell that may keep them.
+    let faults = if failed_the_run { count(recorded) } else { 0 };
+    if faults > 0 {
         let kept = keep.join(recorded.file_name().expect("a cell's directory"));
         let moved = std::fs::create_dir_all(keep)
             .and_then(|()| {

@@ -28,9 +28,9 @@
 #   PASSTHROUGH_LL  libfuse's example/passthrough_ll, PASSTHROUGH_HP its
 #                   example/passthrough_hp (both from `apt-get source fuse3`,
 #                   `meson setup build -Dexamples=true -Dutils=false && ninja -C build`)
-#   LAZYFS          LazyFS's build/lazyfs (github.com/dsrhaslab/lazyfs; not in Debian;
-#                   bench/build_lazyfs.sh builds it into /opt/lazyfs, with a VERSION
-#                   file beside the binary that the report quotes). Its config is
+#   LAZYFS          LazyFS's build/lazyfs (github.com/dsrhaslab/lazyfs; in no registry:
+#                   build it by its own README; this repository keeps no recipe for
+#                   it). A VERSION file beside the binary is quoted in the report. Its config is
 #                   config/default.toml's (1 GiB cache, no eviction) with the fault
 #                   FIFO in the run's directory and no injection: faults off
 #   SUFFIX          appended to the output names (peers-DATE-SUFFIX.json,

@@ -349,3 +349,49 @@ fn the_fixture_crashes_to_the_durable_state() {
         assert_eq!(stale.unwrap_err().raw_os_error(), Some(libc::EIO));
     });
 }
+
+/// uring serves cached reads of local files with `preadv2(RWF_NOWAIT)` and the
+/// rest through the ring: both must give the bytes and counts of `pread`,
+/// in the middle, across the end of the file and past it, cached and cold.
+#[test]
+fn uring_local_reads_match_pread_cached_and_cold() {
+    use std::os::unix::fs::FileExt;
+    use std::os::unix::io::AsRawFd;
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let path = dir.path().join("f");
+    let data: Vec<u8> = (0..(1 << 20) + 100).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let reference = std::fs::File::open(&path).unwrap();
+    let len = data.len() as u64;
+    let cases = [
+        (0, 4096),
+        (12345, 4096),
+        (len - 50, 4096),
+        (len, 4096),
+        (len + 9, 10),
+    ];
+    let rt = runtime();
+    let engine = AnyEngine::by_name("uring").unwrap();
+    for cold in [false, true] {
+        if cold {
+            reference.sync_all().unwrap(); // dirty pages are not dropped
+                                           // SAFETY: fadvise on a valid fd; drops the file's clean pages.
+            let r = unsafe {
+                libc::posix_fadvise(reference.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED)
+            };
+            assert_eq!(r, 0);
+        }
+        rt.block_on(async {
+            let file = engine.open(&path, &OpenOptions::read()).await.unwrap();
+            for (offset, size) in cases {
+                let (result, buf) = file.read_at(vec![0u8; size], offset).await;
+                let n = result.unwrap();
+                let mut expected = vec![0u8; size];
+                let m = reference.read_at(&mut expected, offset).unwrap();
+                assert_eq!(n, m, "count at {offset} (+{size}), cold: {cold}");
+                assert_eq!(buf[..n], expected[..m], "bytes at {offset}, cold: {cold}");
+            }
+            file.close().await.unwrap();
+        });
+    }
+}

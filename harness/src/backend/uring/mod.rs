@@ -8,6 +8,15 @@
 //! completion arrives. Open, close, metadata, truncate and path operations are
 //! plain syscalls on tokio's blocking pool.
 //!
+//! Reads of local (non-FUSE) files first try `preadv2(RWF_NOWAIT)` on the
+//! caller's thread: data in the page cache comes back at once, with no trip to
+//! the driver thread and back (two cross-thread wake-ups, which made cached reads
+//! 0.2-0.4x a plain `pread` loop). Anything not all cached (`EAGAIN`, or fewer
+//! bytes than asked for before the end of the file) goes through the ring. This is
+//! what io_uring itself does at submission, a nonblocking attempt first. FUSE files
+//! never take this path: the kernel refuses nonblocking reads there, and every read
+//! must reach the daemon as the caller's own request.
+//!
 //! One exception, for correctness: on FUSE files, writes are `pwrite(2)` on the
 //! blocking pool. The kernel completes an asynchronous (io_uring or AIO) direct-I/O
 //! write that the FUSE server answered short with `-EIO` (fs/fuse/file.c,
@@ -52,8 +61,9 @@ impl UringEngine {
 pub struct UringFile {
     fd: Arc<OwnedFd>,
     driver: Arc<Driver>,
-    /// Writes go through `pwrite` on the blocking pool (FUSE files; see the module docs).
-    sync_writes: bool,
+    /// On a FUSE mount: writes go through `pwrite` on the blocking pool and reads
+    /// never try the page cache first (see the module docs).
+    on_fuse: bool,
 }
 
 fn result(completion: &Completion) -> io::Result<usize> {
@@ -70,6 +80,50 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .unwrap_or_else(|e| Err(io::Error::other(format!("blocking task failed: {e}"))))
+}
+
+/// A read served from the page cache without blocking, or `None` where it would
+/// have to wait for the disk (then the ring does it).
+fn cached_read(fd: &OwnedFd, buf: &mut [u8], offset: u64) -> Option<usize> {
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: one iovec over `buf`, which outlives the call; a valid fd.
+    let n = unsafe {
+        libc::preadv2(
+            std::os::fd::AsRawFd::as_raw_fd(fd),
+            &iov,
+            1,
+            offset as libc::off_t,
+            libc::RWF_NOWAIT,
+        )
+    };
+    if n < 0 {
+        return None;
+    }
+    let n = n as usize;
+    if n == buf.len() || n == 0 {
+        return Some(n);
+    }
+    // Short: the end of the file, or only part of the range cached. A second
+    // nonblocking read tells which (0 at the end); anything else goes to the ring.
+    let mut probe = [0u8; 1];
+    let iov = libc::iovec {
+        iov_base: probe.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: as above, over `probe`.
+    let more = unsafe {
+        libc::preadv2(
+            std::os::fd::AsRawFd::as_raw_fd(fd),
+            &iov,
+            1,
+            (offset + n as u64) as libc::off_t,
+            libc::RWF_NOWAIT,
+        )
+    };
+    (more == 0).then_some(n)
 }
 
 impl UringFile {
@@ -115,7 +169,12 @@ async fn sync_write(fd: Arc<OwnedFd>, buf: Vec<u8>, offset: u64) -> BufResult {
 }
 
 impl EngineFile for UringFile {
-    async fn read_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
+    async fn read_at(&self, mut buf: Vec<u8>, offset: u64) -> BufResult {
+        if !self.on_fuse {
+            if let Some(n) = cached_read(&self.fd, &mut buf, offset) {
+                return (Ok(n), buf);
+            }
+        }
         let fd = Arc::clone(&self.fd);
         let c = self.one(OpKind::Read { fd, buf, offset }).await;
         (result(&c), c.buf)
@@ -142,7 +201,7 @@ impl EngineFile for UringFile {
 
     async fn write_at(&self, buf: Vec<u8>, offset: u64) -> BufResult {
         let fd = Arc::clone(&self.fd);
-        if self.sync_writes {
+        if self.on_fuse {
             return sync_write(fd, buf, offset).await;
         }
         let c = self.one(OpKind::Write { fd, buf, offset }).await;
@@ -162,7 +221,7 @@ impl EngineFile for UringFile {
     }
 
     async fn write_many(&self, writes: Vec<(u64, Vec<u8>)>) -> Vec<BufResult> {
-        if self.sync_writes {
+        if self.on_fuse {
             let mut out = Vec::with_capacity(writes.len());
             for (offset, buf) in writes {
                 out.push(sync_write(Arc::clone(&self.fd), buf, offset).await);
@@ -236,14 +295,14 @@ impl Engine for UringEngine {
     async fn open(&self, path: &Path, options: &OpenOptions) -> io::Result<UringFile> {
         let (path, options) = (path.to_path_buf(), options.clone());
         // fstatfs may block (a FUSE STATFS request), so it runs with the open.
-        let (fd, sync_writes) = blocking(move || {
+        let (fd, on_fuse) = blocking(move || {
             let fd: OwnedFd = std_open(&path, &options)?.into();
             let fuse = is_fuse(std::os::fd::AsRawFd::as_raw_fd(&fd))?;
             Ok((fd, fuse))
         })
         .await?;
         Ok(UringFile {
-            sync_writes,
+            on_fuse,
             fd: Arc::new(fd),
             driver: Arc::clone(&self.driver),
         })

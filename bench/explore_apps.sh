@@ -2,8 +2,8 @@
 # Benchmark and field table (not a test): `slowfs explore` on real applications'
 # save paths, one run on this machine. Prints a Markdown table: operations, crash
 # points, states checked, duplicates skipped, states/s, violations, how many of
-# their groups can happen on xfs and on ext4 data=ordered (the rest only
-# under strict POSIX), seconds. ONLY=REGEX runs the matching rows.
+# their groups can happen on xfs, on ext4 data=ordered and on btrfs (the
+# rest only under strict POSIX), seconds. ONLY=REGEX runs the matching rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet -p slowfs
@@ -14,8 +14,8 @@ venv=$PWD/.venv/bin/python3
 work=$(mktemp -d /var/tmp/slowfs-explore-apps.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-echo "| workload | checker | options | ops | crash points with all high-yield states | all high-yield states after s | states checked | duplicates skipped | states/s | violations (groups) | groups possible on xfs | groups possible on ext4-ordered | verdict | seconds |"
-echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+echo "| workload | checker | options | ops | crash points with all high-yield states | all high-yield states after s | states checked | duplicates skipped | states/s | violations (groups) | groups possible on xfs | groups possible on ext4-ordered | groups possible on btrfs | verdict | seconds |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
 row() { # name checker-label options... -- explore args
   local name=$1 label=$2 opts=$3; shift 3
   # ONLY=REGEX runs the rows whose name matches (ONLY=SQLite).
@@ -25,7 +25,7 @@ row() { # name checker-label options... -- explore args
   code=0
   out=$("$slowfs" explore --partial-ok --log-dir "$work" "$@" 2>/dev/null) || code=$?
   end=$(date +%s.%N)
-  local ops points states dups rate viol groups incomplete verdict hy ext4 xfs
+  local ops points states dups rate viol groups incomplete verdict hy ext4 xfs btrfs
   ops=$(sed -n 's/^ops recorded: //p' <<<"$out")
   points=$(sed -n 's/^crash points: .*(\([0-9]*\) in all)/\1/p' <<<"$out")
   incomplete=$(sed -n 's/^  high-yield states NOT all checked *\([0-9]*\).*/\1/p' <<<"$out")
@@ -36,10 +36,11 @@ row() { # name checker-label options... -- explore args
   groups=$(grep -c '^group ' <<<"$out" || true)
   xfs=$(grep -cE '^  can happen on: [^;]*xfs' <<<"$out" || true)
   ext4=$(grep -cE '^  can happen on: [^;]*ext4-ordered' <<<"$out" || true)
+  btrfs=$(grep -cE '^  can happen on: [^;]*btrfs' <<<"$out" || true)
   verdict=$(sed -n 's/^verdict: \([^:(]*\).*/\1/p' <<<"$out")
   hy=$(sed -n 's/.*all of them after \([0-9]*\) s$/\1/p' <<<"$out")
-  printf '| %s | %s | %s | %s | %s of %s | %s | %s | %s | %s | %s (%s) | %s of %s | %s of %s | %s | %.0f |\n' "$name" "$label" "$opts" "$ops" \
-    "$((points - ${incomplete:-0}))" "$points" "${hy:--}" "$states" "$dups" "$rate" "$viol" "$groups" "$xfs" "$groups" "$ext4" "$groups" "$verdict" "$(echo "$end - $start" | bc)"
+  printf '| %s | %s | %s | %s | %s of %s | %s | %s | %s | %s | %s (%s) | %s of %s | %s of %s | %s of %s | %s | %.0f |\n' "$name" "$label" "$opts" "$ops" \
+    "$((points - ${incomplete:-0}))" "$points" "${hy:--}" "$states" "$dups" "$rate" "$viol" "$groups" "$xfs" "$groups" "$ext4" "$groups" "$btrfs" "$groups" "$verdict" "$(echo "$end - $start" | bc)"
 }
 
 py_sqlite="python3 $apps/sqlite_check.py"

@@ -140,11 +140,11 @@ fn lmdb_creation_can_leave_an_environment_it_cannot_open() {
     for (mode, models) in [
         (
             "--plain",
-            "can happen on: strict, xfs, ext4-ordered (every model)",
+            "can happen on: strict, xfs, ext4-ordered, btrfs (every model)",
         ),
         (
             "--writemap",
-            "can happen on: strict, xfs, ext4-ordered (every model)",
+            "can happen on: strict, xfs, ext4-ordered, btrfs (every model)",
         ),
     ] {
         let (code, found, out) = explore(

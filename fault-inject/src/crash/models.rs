@@ -28,15 +28,33 @@
 //! `xfs` also stands for ext4 `data=writeback`: among the states slowfs
 //! enumerates they keep the same; ext4 `data=writeback` can also expose stale
 //! blocks behind a persisted size, a state slowfs generates under no model.
-//! Not modelled: btrfs, the flush on close after a truncate to zero (ext4 and
-//! XFS), and an fdatasync that skips the commit because the data needs no
-//! metadata (counted as a commit: a model may then call "never" a state an
+//!
+//! `btrfs` is not a journal but copy-on-write transactions plus a log tree
+//! for fsync (btrfs docs, "Tree-log"; ALICE §3's btrfs column; CrashMonkey,
+//! Mohan et al., OSDI'18, for the fsync rules):
+//!
+//! * **the last transaction**: a crash keeps every operation up to some
+//!   point (the last committed transaction), metadata whole and in order;
+//!   data written before that point may or may not have been written back
+//!   (a file's size grows only with its written data), nothing after it;
+//! * **an fsync logs one file, not the rest**: fsync of a file persists its
+//!   data, size and names, and the names of new directories above it, without
+//!   the other operations before it. So an fsync commits less than a journal's
+//!   (an earlier create elsewhere may be lost) and more than strict POSIX (the
+//!   file's new name survives without a directory fsync).
+//!
+//! btrfs starts writeback of a renamed file's data at a rename that replaces
+//! a file but does not wait for it; the model does not count on it.
+//!
+//! Not modelled: the flush on close after a truncate to zero (ext4 and XFS),
+//! and an fdatasync that skips the commit because the data needs no metadata
+//! (counted as a commit: a model may then call "never" a state an
 //! fdatasync-only program can reach).
 //!
-//! Each model allows a subset of the states of the one before it in
-//! [`FsModel::ALL`]. A state is a strict state the model can also produce,
-//! so one strict exploration says for each violation under which models it
-//! can happen.
+//! Every model allows a subset of the states of the one it refines
+//! ([`FsModel::refines`]): strict allows them all. A state is a strict state
+//! the model can also produce, so one strict exploration says for each
+//! violation under which models it can happen.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -55,11 +73,27 @@ pub enum FsModel {
     Xfs,
     /// ext4 with `data=ordered` (its default).
     Ext4Ordered,
+    /// btrfs: transactions in order, fsync through the log tree.
+    Btrfs,
 }
 
 impl FsModel {
-    /// Every model, the one allowing the most states first.
-    pub const ALL: &'static [FsModel] = &[FsModel::Strict, FsModel::Xfs, FsModel::Ext4Ordered];
+    /// Every model, strict first.
+    pub const ALL: &'static [FsModel] = &[
+        FsModel::Strict,
+        FsModel::Xfs,
+        FsModel::Ext4Ordered,
+        FsModel::Btrfs,
+    ];
+
+    /// The model whose states this one's are a subset of (none for strict).
+    pub fn refines(self) -> Option<FsModel> {
+        match self {
+            FsModel::Strict => None,
+            FsModel::Xfs | FsModel::Btrfs => Some(FsModel::Strict),
+            FsModel::Ext4Ordered => Some(FsModel::Xfs),
+        }
+    }
 
     /// The model's name in flags and reports.
     pub fn name(self) -> &'static str {
@@ -67,6 +101,7 @@ impl FsModel {
             FsModel::Strict => "strict",
             FsModel::Xfs => "xfs",
             FsModel::Ext4Ordered => "ext4-ordered",
+            FsModel::Btrfs => "btrfs",
         }
     }
 }
@@ -113,6 +148,10 @@ pub struct ModelFacts {
     /// For a rename over an existing name: the writes to the renamed node
     /// before it (ext4 writes their data before the rename commits).
     replacing: Vec<Option<Vec<usize>>>,
+    /// For a metadata operation: the first later fsync whose file it names or
+    /// resizes (or a directory above that file at the fsync): btrfs's log tree
+    /// persists it with that fsync.
+    logged_by: Vec<Option<usize>>,
 }
 
 impl ModelFacts {
@@ -131,7 +170,29 @@ impl ModelFacts {
         };
         // Per file: its first write past its initial size.
         let mut first_allocating: HashMap<NodeId, usize> = HashMap::new();
+        // The node each remove took away (known only while replaying).
+        let mut removed: HashMap<usize, NodeId> = HashMap::new();
+        let mut logged_by: Vec<Option<usize>> = vec![None; n];
         for (i, op) in log.ops().iter().enumerate() {
+            if let LogOp::Fsync { node } = op {
+                let logged = with_ancestors(&tree, *node);
+                for (j, slot) in logged_by.iter_mut().enumerate().take(i) {
+                    if slot.is_none()
+                        && names(&log.ops()[j], j, &removed)
+                            .iter()
+                            .any(|n| logged.contains(n))
+                    {
+                        *slot = Some(i);
+                    }
+                }
+            }
+            if let LogOp::Remove { dir, name } = op {
+                if let Some(Node::Dir(entries)) = tree.nodes.get(dir) {
+                    if let Some(node) = entries.get(name) {
+                        removed.insert(i, *node);
+                    }
+                }
+            }
             let mut replaced = None;
             let (is_metadata, allocation) = match op {
                 LogOp::Write { node, offset, data } => {
@@ -176,6 +237,7 @@ impl ModelFacts {
             metadata,
             allocating_from,
             replacing,
+            logged_by,
         }
     }
 
@@ -196,6 +258,7 @@ impl ModelFacts {
                 self.journal(log, point, pending, kept)
                     && self.data_before_replacing_rename(point, pending, kept)
             }
+            FsModel::Btrfs => self.transactions_and_log_tree(point, pending, kept),
         }
     }
 
@@ -249,6 +312,26 @@ impl ModelFacts {
         })
     }
 
+    /// btrfs: what an fsync logged is kept; of the rest, a prefix of the
+    /// metadata up to the last kept operation (the last transaction), with
+    /// any of the data written before it.
+    fn transactions_and_log_tree(&self, point: usize, pending: &[usize], kept: &Kept) -> bool {
+        let whole = |i: usize| kept.get(&i) == Some(&Keep::Whole);
+        let logged = |i: usize| self.logged_by[i].is_some_and(|fsync| fsync < point);
+        if pending.iter().any(|&i| logged(i) && !whole(i)) {
+            return false;
+        }
+        let transaction_end = pending
+            .iter()
+            .copied()
+            .filter(|&i| !logged(i) && kept.contains_key(&i))
+            .max()
+            .map_or(0, |i| i + 1);
+        pending
+            .iter()
+            .all(|&i| i >= transaction_end || !self.metadata[i] || whole(i))
+    }
+
     /// ext4's `auto_da_alloc`: a kept rename over a file keeps the renamed
     /// file's earlier writes.
     fn data_before_replacing_rename(&self, point: usize, pending: &[usize], kept: &Kept) -> bool {
@@ -266,6 +349,36 @@ impl ModelFacts {
                     .is_some_and(|writes| !dropped(i) && writes.iter().any(|&j| dropped(j)))
             })
     }
+}
+
+/// The nodes an operation gives a name to, takes one from, or resizes.
+fn names(op: &LogOp, index: usize, removed: &HashMap<usize, NodeId>) -> Vec<NodeId> {
+    match op {
+        LogOp::Create { node, .. } | LogOp::Link { node, .. } | LogOp::SetLen { node, .. } => {
+            vec![*node]
+        }
+        LogOp::Rename {
+            node, exchanged, ..
+        } => std::iter::once(*node).chain(*exchanged).collect(),
+        LogOp::Remove { .. } => removed.get(&index).copied().into_iter().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `node` and every directory above it in `tree`.
+fn with_ancestors(tree: &crate::durability::Tree, node: NodeId) -> HashSet<NodeId> {
+    let mut found = HashSet::from([node]);
+    let mut frontier = vec![node];
+    while let Some(child) = frontier.pop() {
+        for (id, parent) in &tree.nodes {
+            if let Node::Dir(entries) = parent {
+                if entries.values().any(|n| *n == child) && found.insert(*id) {
+                    frontier.push(*id);
+                }
+            }
+        }
+    }
+    found
 }
 
 #[cfg(test)]
@@ -326,7 +439,7 @@ mod tests {
         assert!(!ext4(&[1]));
         assert_eq!(
             facts.models_allowing(&log, 3, &pending, &kept(&[0, 2])),
-            vec![FsModel::Strict, FsModel::Xfs]
+            vec![FsModel::Strict, FsModel::Xfs, FsModel::Btrfs]
         );
     }
 
@@ -417,7 +530,7 @@ mod tests {
         assert!(facts.allows(FsModel::Xfs, &log, 2, &pending, &kept(&[1])));
     }
 
-    /// Each model allows a subset of the states of the one before it, over
+    /// Each model allows a subset of the states of the one it refines, over
     /// every kept subset of a few logs.
     #[test]
     fn each_model_allows_a_subset_of_the_one_before() {
@@ -437,14 +550,15 @@ mod tests {
                         .filter(|b| mask & (1 << b) != 0)
                         .map(|b| pending[b])
                         .collect();
-                    let allowed: Vec<bool> = FsModel::ALL
-                        .iter()
-                        .map(|m| facts.allows(*m, &log, point, &pending, &kept(&ops)))
-                        .collect();
-                    assert!(
-                        allowed.windows(2).all(|w| w[0] || !w[1]),
-                        "point {point}, kept {ops:?}: {allowed:?}"
-                    );
+                    let allows = |m: FsModel| facts.allows(m, &log, point, &pending, &kept(&ops));
+                    for model in FsModel::ALL {
+                        if let Some(wider) = model.refines() {
+                            assert!(
+                                !allows(*model) || allows(wider),
+                                "point {point}, kept {ops:?}: {model} but not {wider}"
+                            );
+                        }
+                    }
                 }
             }
         }
@@ -463,6 +577,70 @@ mod tests {
             |ops: &[usize]| facts.allows(FsModel::Ext4Ordered, &log, 4, &pending, &kept(ops));
         assert!(!ext4(&[]));
         assert!(ext4(&pending));
+    }
+
+    /// btrfs: an fsync logs its file with its name and the new directories
+    /// above it, and nothing else; without it, the last transaction keeps a
+    /// prefix of the metadata.
+    #[test]
+    fn btrfs_fsync_logs_one_file_with_its_names_and_no_other_operation() {
+        let mut log = Log::new(Tree::empty(1));
+        log.push(LogOp::Create {
+            dir: 1,
+            name: "other".into(),
+            node: 2,
+            kind: NodeKind::File,
+        });
+        log.push(LogOp::Create {
+            dir: 1,
+            name: "d".into(),
+            node: 3,
+            kind: NodeKind::Dir,
+        });
+        log.push(LogOp::Create {
+            dir: 3,
+            name: "f".into(),
+            node: 4,
+            kind: NodeKind::File,
+        });
+        log.push(LogOp::Write {
+            node: 4,
+            offset: 0,
+            data: b"data".to_vec(),
+        });
+        log.push(LogOp::Fsync { node: 4 });
+        log.push(LogOp::Create {
+            dir: 1,
+            name: "later".into(),
+            node: 5,
+            kind: NodeKind::File,
+        });
+        let facts = ModelFacts::new(&log);
+        let pending = log.pending(6);
+        assert_eq!(
+            pending,
+            vec![0, 1, 2, 5],
+            "the write is durable under strict"
+        );
+        let btrfs = |ops: &[usize]| facts.allows(FsModel::Btrfs, &log, 6, &pending, &kept(ops));
+        let xfs = |ops: &[usize]| facts.allows(FsModel::Xfs, &log, 6, &pending, &kept(ops));
+        // f's names (and d, new above it) survive the fsync; "other" need not.
+        assert!(
+            btrfs(&[1, 2]),
+            "the fsynced file without the earlier create"
+        );
+        assert!(
+            !xfs(&[1, 2]),
+            "a journal's fsync commits the earlier create"
+        );
+        assert!(!btrfs(&[]) && !btrfs(&[2]), "f or d lost after f's fsync");
+        assert!(facts.allows(FsModel::Strict, &log, 6, &pending, &kept(&[])));
+        // A later transaction keeps a prefix: "later" only with "other".
+        assert!(btrfs(&[0, 1, 2, 5]));
+        assert!(
+            !btrfs(&[1, 2, 5]),
+            "a transaction without an operation before it"
+        );
     }
 
     #[test]
@@ -494,7 +672,7 @@ mod tests {
             assert_eq!(model.name().parse::<FsModel>(), Ok(*model));
         }
         let e = "ext4".parse::<FsModel>().unwrap_err();
-        assert!(e.contains("strict, xfs, ext4-ordered"), "{e}");
+        assert!(e.contains("strict, xfs, ext4-ordered, btrfs"), "{e}");
         assert_eq!("ext4-writeback".parse::<FsModel>(), Ok(FsModel::Xfs));
     }
 }

@@ -300,10 +300,11 @@ struct ExploreArgs {
     /// Check only the crash states this filesystem can leave: strict (POSIX:
     /// only what fsync promises; the default), xfs (also ext4-writeback:
     /// metadata persists in order, an fsync commits the metadata before it,
-    /// newly allocated data only with the metadata before it) or ext4-ordered
+    /// newly allocated data only with the metadata before it), ext4-ordered
     /// (ext4's default data=ordered: as xfs, and a rename over a file keeps
-    /// the file's data). Either way, each violation group says under which
-    /// models it can happen.
+    /// the file's data) or btrfs (transactions keep a prefix; an fsync logs
+    /// its file and the file's names, nothing else). Either way, each
+    /// violation group says under which models it can happen.
     #[arg(long, value_name = "MODEL")]
     fs_model: Option<slowfs_faults::crash::models::FsModel>,
     /// Check only shard K of N (1-based, e.g. 2/4) of the distinct crash

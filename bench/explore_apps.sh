@@ -6,6 +6,16 @@
 # rest only under strict POSIX), seconds. ONLY=REGEX runs the matching rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# What the rows run; a missing one would give empty rows, so say so first.
+missing=()
+command -v hg >/dev/null || missing+=("hg (apt-get install mercurial)")
+command -v git >/dev/null || missing+=("git")
+/usr/bin/python3 -c 'import dbm.gnu' 2>/dev/null || missing+=("/usr/bin/python3's dbm.gnu (apt-get install python3-gdbm)")
+.venv/bin/python3 -c 'import plyvel, lmdb' 2>/dev/null || missing+=(".venv with plyvel and lmdb (bash scripts/test.sh makes it)")
+if ((${#missing[@]})); then
+  printf 'bench/explore_apps.sh: missing: %s\n' "${missing[@]}" >&2
+  exit 2
+fi
 cargo build --release --quiet -p slowfs
 slowfs=$PWD/target/release/slowfs
 apps=$PWD/fuse-slowfs/examples/apps

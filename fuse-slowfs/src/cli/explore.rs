@@ -253,9 +253,21 @@ fn explore_fsync_failures(
         .iter()
         .filter(|op| matches!(op, LogOp::Fsync { .. }))
         .count();
+    // What the page cache holds after the failure follows the filesystem
+    // (CuttleFS, Rebello et al. ATC'20): ext4 and XFS keep the pages, marked
+    // clean, so reads still see the lost data; btrfs reverts them to what is
+    // on disk.
+    let (drop, cache) = if args.fs_model == Some(slowfs_faults::crash::models::FsModel::Btrfs) {
+        ("drop=evict", "evicted from the cache as btrfs does")
+    } else {
+        (
+            "drop",
+            "kept in the cache as clean pages as ext4 and XFS do",
+        )
+    };
     println!(
         "\n--fsync-fails: the workload fsynced files {fsyncs} time(s); running it again with each \
-         fsync failing in turn (EIO, the file's unsynced data dropped, a retry succeeds)"
+         fsync failing in turn (EIO, the file's unsynced data dropped and {cache}, a retry succeeds)"
     );
     let start = std::time::Instant::now();
     let mut states_left = config.max_states;
@@ -278,7 +290,7 @@ fn explore_fsync_failures(
             .tempdir()?;
         let backing = scratch.path().join("backing");
         materialize(first.initial(), &backing)?;
-        let rule = format!("fsync,fdatasync error=EIO drop after={i}");
+        let rule = format!("fsync,fdatasync error=EIO {drop} after={i}");
         let run = record(&args.workload, &backing, Some(&rule), workload_pid)?;
         let mut config = config.clone();
         config.max_states = states_left;

@@ -29,6 +29,7 @@
 //! assert_eq!(states, 3);
 //! ```
 
+mod log_tree;
 pub mod models;
 pub mod points;
 pub mod report;

@@ -39,12 +39,17 @@
 //!   (a file's size grows only with its written data), nothing after it;
 //! * **an fsync logs one file, not the rest**: fsync of a file persists its
 //!   data, size and names, and the names of new directories above it, without
-//!   the other operations before it. So an fsync commits less than a journal's
+//!   the other operations before it (the details, after a rename and for
+//!   directories, in `log_tree`). So an fsync commits less than a journal's
 //!   (an earlier create elsewhere may be lost) and more than strict POSIX (the
-//!   file's new name survives without a directory fsync).
+//!   file's new name survives without a directory fsync);
+//! * **a size grows over written data only**: a file's on-disk size moves past
+//!   a range once the data before it is written, so appends persist in order.
 //!
 //! btrfs starts writeback of a renamed file's data at a rename that replaces
-//! a file but does not wait for it; the model does not count on it.
+//! a file but does not wait for it; the model does not count on it. Files
+//! without copy-on-write (`chattr +C`, `nodatacow`) are overwritten in place,
+//! so their overwrites can persist past the last transaction: not modelled.
 //!
 //! Not modelled: the flush on close after a truncate to zero (ext4 and XFS),
 //! and an fdatasync that skips the commit because the data needs no metadata
@@ -62,6 +67,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::log_tree::LogTree;
 use crate::durability::{Keep, Kept, Log, LogOp, Node, NodeId};
 
 /// A persistence model.
@@ -148,10 +154,10 @@ pub struct ModelFacts {
     /// For a rename over an existing name: the writes to the renamed node
     /// before it (ext4 writes their data before the rename commits).
     replacing: Vec<Option<Vec<usize>>>,
-    /// For a metadata operation: the first later fsync whose file it names or
-    /// resizes (or a directory above that file at the fsync): btrfs's log tree
-    /// persists it with that fsync.
-    logged_by: Vec<Option<usize>>,
+    /// Which operations btrfs's fsyncs log.
+    log_tree: LogTree,
+    /// For a write: its file, offset and end.
+    written: Vec<Option<(NodeId, u64, u64)>>,
 }
 
 impl ModelFacts {
@@ -170,29 +176,7 @@ impl ModelFacts {
         };
         // Per file: its first write past its initial size.
         let mut first_allocating: HashMap<NodeId, usize> = HashMap::new();
-        // The node each remove took away (known only while replaying).
-        let mut removed: HashMap<usize, NodeId> = HashMap::new();
-        let mut logged_by: Vec<Option<usize>> = vec![None; n];
         for (i, op) in log.ops().iter().enumerate() {
-            if let LogOp::Fsync { node } = op {
-                let logged = with_ancestors(&tree, *node);
-                for (j, slot) in logged_by.iter_mut().enumerate().take(i) {
-                    if slot.is_none()
-                        && names(&log.ops()[j], j, &removed)
-                            .iter()
-                            .any(|n| logged.contains(n))
-                    {
-                        *slot = Some(i);
-                    }
-                }
-            }
-            if let LogOp::Remove { dir, name } = op {
-                if let Some(Node::Dir(entries)) = tree.nodes.get(dir) {
-                    if let Some(node) = entries.get(name) {
-                        removed.insert(i, *node);
-                    }
-                }
-            }
             let mut replaced = None;
             let (is_metadata, allocation) = match op {
                 LogOp::Write { node, offset, data } => {
@@ -237,7 +221,17 @@ impl ModelFacts {
             metadata,
             allocating_from,
             replacing,
-            logged_by,
+            log_tree: LogTree::new(log),
+            written: log
+                .ops()
+                .iter()
+                .map(|op| match op {
+                    LogOp::Write { node, offset, data } => {
+                        Some((*node, *offset, offset + data.len() as u64))
+                    }
+                    _ => None,
+                })
+                .collect(),
         }
     }
 
@@ -314,12 +308,28 @@ impl ModelFacts {
 
     /// btrfs: what an fsync logged is kept; of the rest, a prefix of the
     /// metadata up to the last kept operation (the last transaction), with
-    /// any of the data written before it.
+    /// any of the data written before it, a file's size growing only over
+    /// data written.
     fn transactions_and_log_tree(&self, point: usize, pending: &[usize], kept: &Kept) -> bool {
         let whole = |i: usize| kept.get(&i) == Some(&Keep::Whole);
-        let logged = |i: usize| self.logged_by[i].is_some_and(|fsync| fsync < point);
+        let logged = |i: usize| self.log_tree.logged(i, point, pending);
         if pending.iter().any(|&i| logged(i) && !whole(i)) {
             return false;
+        }
+        // The size covers written data only: a kept write past the file's
+        // size needs the earlier such writes below its end.
+        let mut lowest_lost: HashMap<NodeId, u64> = HashMap::new();
+        for &i in pending {
+            let (Some((node, offset, end)), Some(_)) = (self.written[i], self.allocating_from[i])
+            else {
+                continue;
+            };
+            if !kept.contains_key(&i) {
+                let lowest = lowest_lost.entry(node).or_insert(offset);
+                *lowest = (*lowest).min(offset);
+            } else if lowest_lost.get(&node).is_some_and(|&lost| lost < end) {
+                return false;
+            }
         }
         let transaction_end = pending
             .iter()
@@ -349,36 +359,6 @@ impl ModelFacts {
                     .is_some_and(|writes| !dropped(i) && writes.iter().any(|&j| dropped(j)))
             })
     }
-}
-
-/// The nodes an operation gives a name to, takes one from, or resizes.
-fn names(op: &LogOp, index: usize, removed: &HashMap<usize, NodeId>) -> Vec<NodeId> {
-    match op {
-        LogOp::Create { node, .. } | LogOp::Link { node, .. } | LogOp::SetLen { node, .. } => {
-            vec![*node]
-        }
-        LogOp::Rename {
-            node, exchanged, ..
-        } => std::iter::once(*node).chain(*exchanged).collect(),
-        LogOp::Remove { .. } => removed.get(&index).copied().into_iter().collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// `node` and every directory above it in `tree`.
-fn with_ancestors(tree: &crate::durability::Tree, node: NodeId) -> HashSet<NodeId> {
-    let mut found = HashSet::from([node]);
-    let mut frontier = vec![node];
-    while let Some(child) = frontier.pop() {
-        for (id, parent) in &tree.nodes {
-            if let Node::Dir(entries) = parent {
-                if entries.values().any(|n| *n == child) && found.insert(*id) {
-                    frontier.push(*id);
-                }
-            }
-        }
-    }
-    found
 }
 
 #[cfg(test)]
@@ -641,6 +621,125 @@ mod tests {
             !btrfs(&[1, 2, 5]),
             "a transaction without an operation before it"
         );
+    }
+
+    fn tree(entries: &[(NodeId, &str, NodeId)], files: &[NodeId], dirs: &[NodeId]) -> Tree {
+        let mut tree = Tree::empty(1);
+        for &d in dirs {
+            tree.nodes.insert(d, Node::Dir(Default::default()));
+        }
+        for &f in files {
+            tree.nodes.insert(f, Node::File(b"old".to_vec()));
+        }
+        for &(dir, name, node) in entries {
+            if let Some(Node::Dir(e)) = tree.nodes.get_mut(&dir) {
+                e.insert(name.into(), node);
+            }
+        }
+        tree
+    }
+
+    fn create(dir: NodeId, name: &str, node: NodeId, kind: NodeKind) -> LogOp {
+        LogOp::Create {
+            dir,
+            name: name.into(),
+            node,
+            kind,
+        }
+    }
+
+    fn rename(dir: NodeId, from: &str, to: &str, node: NodeId) -> LogOp {
+        LogOp::Rename {
+            from_dir: dir,
+            from_name: from.into(),
+            to_dir: dir,
+            to_name: to.into(),
+            node,
+            exchanged: None,
+        }
+    }
+
+    /// The log tree's finer rules: an old directory above the file is not
+    /// logged; a renamed file's parent is logged whole; a directory fsync
+    /// logs its new subdirectories' entries and its own name; nothing is
+    /// logged before the fsync runs; appends persist in order.
+    #[test]
+    fn btrfs_log_tree_details() {
+        let btrfs = |log: &Log, point: usize, ops: &[usize]| {
+            let facts = ModelFacts::new(log);
+            facts.allows(FsModel::Btrfs, log, point, &log.pending(point), &kept(ops))
+        };
+        // /a/f, both old; rename /a to /b, write and fsync f: /b may be lost.
+        let mut log = Log::new(tree(&[(1, "a", 2), (2, "f", 3)], &[3], &[2]));
+        log.push(rename(1, "a", "b", 2));
+        log.push(LogOp::Write {
+            node: 3,
+            offset: 0,
+            data: b"new".to_vec(),
+        });
+        log.push(LogOp::Fsync { node: 3 });
+        assert_eq!(log.pending(3), vec![0]);
+        assert!(
+            btrfs(&log, 3, &[]),
+            "an old directory's rename is not logged"
+        );
+        // P/f old; create /other and P/x, rename P/f to P/g, fsync f: P whole.
+        let mut log = Log::new(tree(&[(1, "p", 2), (2, "f", 3)], &[3], &[2]));
+        log.push(create(1, "other", 4, NodeKind::File));
+        log.push(create(2, "x", 5, NodeKind::File));
+        log.push(rename(2, "f", "g", 3));
+        log.push(LogOp::Fsync { node: 3 });
+        assert!(btrfs(&log, 4, &[1, 2]), "the parent logged, not /other");
+        assert!(!btrfs(&log, 4, &[2]), "the parent logged whole: x kept");
+        // D old; create /other, D/sub and sub/y, fsync D: sub's entries logged.
+        let mut log = Log::new(tree(&[(1, "d", 2)], &[], &[2]));
+        log.push(create(1, "other", 3, NodeKind::File));
+        log.push(create(2, "sub", 4, NodeKind::Dir));
+        log.push(create(4, "y", 5, NodeKind::File));
+        log.push(LogOp::FsyncDir { dir: 2 });
+        assert_eq!(log.pending(4), vec![0, 2]);
+        assert!(btrfs(&log, 4, &[2]), "y without /other");
+        assert!(!btrfs(&log, 4, &[]), "a new subdirectory's entries logged");
+        // A new directory's fsync logs its own name.
+        let mut log = Log::new(Tree::empty(1));
+        log.push(create(1, "d", 2, NodeKind::Dir));
+        log.push(LogOp::FsyncDir { dir: 2 });
+        assert!(!btrfs(&log, 2, &[]) && btrfs(&log, 2, &[0]));
+        // Before the fsync runs, nothing is logged.
+        let mut log = Log::new(tree(&[(1, "a", 2), (2, "f", 3)], &[3], &[2]));
+        log.push(create(1, "other", 4, NodeKind::File));
+        log.push(create(2, "g", 5, NodeKind::File));
+        log.push(LogOp::Fsync { node: 5 });
+        assert!(btrfs(&log, 2, &[]) && !btrfs(&log, 3, &[]));
+        // Appends in order: the second without the first, never.
+        let mut log = Log::new(tree(&[(1, "f", 2)], &[2], &[]));
+        for offset in [0u64, 4096] {
+            log.push(LogOp::Write {
+                node: 2,
+                offset: 3 + offset,
+                data: vec![1; 4096],
+            });
+        }
+        assert!(btrfs(&log, 2, &[0]) && btrfs(&log, 2, &[0, 1]) && btrfs(&log, 2, &[]));
+        assert!(!btrfs(&log, 2, &[1]), "a size past data never written");
+        assert!(facts_allow_strict(&log, 2, &[1]));
+        // A lost write above a kept one leaves no gap below the size.
+        let mut log = Log::new(tree(&[(1, "f", 2)], &[2], &[]));
+        for offset in [8192u64, 0] {
+            log.push(LogOp::Write {
+                node: 2,
+                offset: 3 + offset,
+                data: vec![1; 4096],
+            });
+        }
+        assert!(
+            btrfs(&log, 2, &[1]),
+            "the lower write without the higher one"
+        );
+    }
+
+    fn facts_allow_strict(log: &Log, point: usize, ops: &[usize]) -> bool {
+        ModelFacts::new(log).allows(FsModel::Strict, log, point, &log.pending(point), &kept(ops))
     }
 
     #[test]

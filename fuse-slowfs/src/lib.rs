@@ -26,6 +26,7 @@ mod fd_passing;
 pub mod fixture;
 pub(crate) mod fs;
 mod fusermount;
+mod guard;
 pub mod limits;
 pub mod mount;
 pub mod mount_options;

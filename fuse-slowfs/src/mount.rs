@@ -146,6 +146,8 @@ pub struct Mount {
     control: Option<ControlServer>,
     session: Option<fuser::BackgroundSession>,
     fault_trace: Option<FaultTraceFile>,
+    /// The process that unmounts if this one dies first.
+    guard: Option<crate::guard::UnmountGuard>,
 }
 
 /// The slowfs mounted at `mountpoint`, unless it goes away within 2 s: a mount
@@ -277,7 +279,16 @@ impl Mount {
         inner.set_notifier(session.notifier());
         let session = session.spawn()?;
         let connection = std::fs::metadata(&mountpoint).ok().map(|m| m.dev());
+        // Unmounts if this process dies without doing it (SIGKILL).
+        let guard = connection.and_then(|dev| {
+            crate::guard::UnmountGuard::spawn(&mountpoint, dev)
+                .inspect_err(|e| {
+                    tracing::warn!("no unmount guard for {}: {e}", mountpoint.display())
+                })
+                .ok()
+        });
         let mut mount = Mount {
+            guard,
             inner: Arc::clone(&inner),
             mountpoint: mountpoint.clone(),
             connection,
@@ -419,6 +430,9 @@ impl Mount {
             Ok(())
         };
         let _ = session.join();
+        if let Some(mut guard) = self.guard.take() {
+            guard.release();
+        }
         result
     }
 }

@@ -95,9 +95,11 @@ fn umount_all_takes_only_dead_mounts_unless_forced() {
     let _serial = serial();
     let mut live = Daemon::start(Options::default());
     let mut dead = Daemon::start(Options::default());
-    dead.child.kill().unwrap();
-    dead.child.wait().unwrap();
-    assert!(dead.mounted(), "a SIGKILLed daemon leaves its mount");
+    dead.kill_leaving_a_dead_mount();
+    assert!(
+        dead.mounted(),
+        "a SIGKILLed daemon and guard leave the mount"
+    );
     let out = live.cli().args(["umount", "--all"]).output().unwrap();
     let said = text(&out);
     assert!(out.status.success(), "{said}");
@@ -109,8 +111,7 @@ fn umount_all_takes_only_dead_mounts_unless_forced() {
     let stale: Vec<_> = std::fs::read_dir(&dead.runtime_dir).unwrap().collect();
     assert_eq!(stale.len(), 1, "the killed daemon left its socket");
     dead.restart(Options::default());
-    dead.child.kill().unwrap();
-    dead.child.wait().unwrap();
+    dead.kill_leaving_a_dead_mount();
     let _ = slowfs::mount::force_unmount(&dead.mountpoint);
     let out = live
         .cli()
@@ -122,12 +123,45 @@ fn umount_all_takes_only_dead_mounts_unless_forced() {
     assert!(live.wait_exit(Duration::from_secs(5)).is_some());
 }
 
+/// SIGKILL leaves the daemon no chance to unmount: its guard does. A released
+/// guard (a clean unmount) exits and touches nothing.
+#[test]
+fn a_sigkilled_daemon_leaves_no_mount_behind() {
+    let _serial = serial();
+    let mut daemon = Daemon::start(Options::default());
+    let guards = daemon.children();
+    assert_eq!(guards.len(), 1, "one unmount guard: {guards:?}");
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while daemon.mounted() {
+        assert!(Instant::now() < deadline, "the dead mount stayed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let alive = |pid: i32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    while alive(guards[0]) {
+        assert!(Instant::now() < deadline, "the guard stayed after its work");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Clean: unmounted by the daemon, the guard gone with it.
+    daemon.restart(Options::default());
+    let guard = daemon.children()[0];
+    let out = daemon
+        .cli()
+        .arg("umount")
+        .arg(&daemon.mountpoint)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(daemon.wait_exit(Duration::from_secs(10)).is_some());
+    assert!(!alive(guard), "the daemon reaps its released guard");
+}
+
 #[test]
 fn a_stale_socket_is_removed_by_the_next_mount() {
     let _serial = serial();
     let mut first = Daemon::start(Options::default());
-    first.child.kill().unwrap();
-    first.child.wait().unwrap();
+    first.kill_leaving_a_dead_mount();
     let _ = slowfs::mount::force_unmount(&first.mountpoint);
     let sockets = || -> Vec<std::path::PathBuf> {
         std::fs::read_dir(&first.runtime_dir)

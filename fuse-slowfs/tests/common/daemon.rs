@@ -136,6 +136,36 @@ impl Daemon {
     pub fn mounted(&self) -> bool {
         slowfs::mount::slowfs_mounts().contains(&self.mountpoint)
     }
+
+    /// The daemon's child processes (its unmount guard).
+    pub fn children(&self) -> Vec<i32> {
+        let tasks = format!("/proc/{}/task", self.pid());
+        std::fs::read_dir(tasks)
+            .map(|tasks| {
+                tasks
+                    .flatten()
+                    .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+                    .flat_map(|c| {
+                        c.split_whitespace()
+                            .filter_map(|p| p.parse().ok())
+                            .collect::<Vec<i32>>()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// SIGKILLs the daemon and its unmount guard first: the mount stays, dead.
+    pub fn kill_leaving_a_dead_mount(&mut self) {
+        let guards = self.children();
+        assert!(!guards.is_empty(), "the daemon has no unmount guard");
+        for pid in guards {
+            // SAFETY: signalling a child of our child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
 }
 
 impl Drop for Daemon {

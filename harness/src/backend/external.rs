@@ -26,6 +26,18 @@ use crate::Capability;
 
 /// The protocol version this runner speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
+
+/// How long a driver may take to send its handshake line (an interpreter
+/// starting, a JIT warming up) before it is killed and reported;
+/// `SLOWFS_DRIVER_HANDSHAKE_SECS` changes it.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn handshake_timeout() -> Duration {
+    std::env::var("SLOWFS_DRIVER_HANDSHAKE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(HANDSHAKE_TIMEOUT, Duration::from_secs)
+}
 /// Longest a request may take before the runner gives up on it (30 s, or
 /// `SLOWFS_DRIVER_TIMEOUT_MS`).
 pub fn request_timeout() -> Duration {
@@ -179,10 +191,23 @@ impl ExternalEngine {
                 io::Error::new(e.kind(), format!("cannot start driver `{command}`: {e}"))
             })?;
         let stdin = child.stdin.take().expect("piped");
-        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-        let mut hello = String::new();
-        stdout.read_line(&mut hello)?;
-        let bad = |why: String| {
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        // The first line on a thread, so that a silent driver cannot hold the
+        // run: after the timeout it is killed, which ends the read.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("driver-handshake".into())
+            .spawn(move || {
+                let mut stdout = stdout;
+                let mut hello = String::new();
+                let read = stdout.read_line(&mut hello);
+                let _ = tx.send(read.map(|_| (stdout, hello)));
+            })?;
+        let timeout = handshake_timeout();
+        let read = rx.recv_timeout(timeout);
+        let bad = |child: &mut Child, why: String| {
+            // A driver that failed its handshake is not left running.
+            kill_tree(child);
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
@@ -191,22 +216,47 @@ impl ExternalEngine {
                 ),
             )
         };
-        let hello: Value = serde_json::from_str(hello.trim()).map_err(|_| {
-            bad(format!(
-                "did not start with a handshake line (got {:?})",
-                hello.trim()
-            ))
-        })?;
+        let (stdout, hello) = match read {
+            Ok(Ok(read)) => read,
+            Ok(Err(e)) => return Err(bad(&mut child, format!("could not be read: {e}"))),
+            Err(_) => {
+                return Err(bad(
+                    &mut child,
+                    format!(
+                        "sent no handshake line within {} s (is it a slowfs driver? its first \
+                         line must be {{\"hello\": \"slowfs-driver\", ...}}: docs/driver-protocol.md)",
+                        timeout.as_secs()
+                    ),
+                ))
+            }
+        };
+        let hello: Value = match serde_json::from_str(hello.trim()) {
+            Ok(hello) => hello,
+            Err(_) => {
+                let why = format!(
+                    "did not start with a handshake line (got {:?})",
+                    hello.trim()
+                );
+                return Err(bad(&mut child, why));
+            }
+        };
         if hello["hello"] != "slowfs-driver" {
-            return Err(bad(format!("sent {hello} instead of a handshake")));
+            return Err(bad(
+                &mut child,
+                format!("sent {hello} instead of a handshake"),
+            ));
         }
         if hello["version"] != PROTOCOL_VERSION {
-            return Err(bad(format!(
+            let why = format!(
                 "speaks protocol version {} (this runner speaks {PROTOCOL_VERSION})",
                 hello["version"]
-            )));
+            );
+            return Err(bad(&mut child, why));
         }
-        let handshake = Handshake::parse(&hello, child.id()).map_err(bad)?;
+        let handshake = match Handshake::parse(&hello, child.id()) {
+            Ok(handshake) => handshake,
+            Err(why) => return Err(bad(&mut child, why)),
+        };
         let pending: Pending = Arc::default();
         let last_cancel: LastCancel = Arc::default();
         let dead = Arc::new(Mutex::new(None));
@@ -323,10 +373,33 @@ impl Drop for CancelOnDrop {
 impl Drop for Driver {
     fn drop(&mut self) {
         if let Ok(mut child) = self.child.lock() {
-            let _ = child.kill();
-            let _ = child.wait();
+            kill_tree(&mut child);
         }
     }
+}
+
+/// Kills a driver and what it started (`sh -c` may have forked the real
+/// driver instead of becoming it), then reaps it.
+fn kill_tree(child: &mut Child) {
+    fn descendants(pid: u32, found: &mut Vec<u32>) {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"));
+        for task in tasks.into_iter().flatten().flatten() {
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+                found.push(child);
+                descendants(child, found);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    descendants(child.id(), &mut found);
+    let _ = child.kill();
+    for pid in found {
+        // SAFETY: kill(2) with a pid read from /proc; at worst it is gone.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+    let _ = child.wait();
 }
 
 fn read_responses(

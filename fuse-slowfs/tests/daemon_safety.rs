@@ -147,12 +147,7 @@ fn umount_reaches_a_daemon_whose_connections_are_all_taken() {
         .map(|_| UnixStream::connect(&socket).unwrap())
         .collect();
     std::thread::sleep(Duration::from_millis(200));
-    let out = daemon
-        .cli()
-        .arg("umount")
-        .arg(&daemon.mountpoint)
-        .output()
-        .unwrap();
+    let out = daemon.umount();
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     assert!(!said.contains("no daemon answered"), "{said}");
@@ -171,12 +166,7 @@ fn a_remount_right_after_umount_is_accepted() {
     let _serial = serial();
     let mut daemon = Daemon::start(Options::default());
     for round in 0..5 {
-        let out = daemon
-            .cli()
-            .arg("umount")
-            .arg(&daemon.mountpoint)
-            .output()
-            .unwrap();
+        let out = daemon.umount();
         assert!(out.status.success(), "round {round}: {}", text(&out));
         let started = Instant::now();
         daemon.restart(Options::default());

@@ -67,12 +67,7 @@ fn umount_releases_hung_requests_and_waits_for_the_daemon() {
         (result.map(|_| buf), started.elapsed())
     });
     std::thread::sleep(Duration::from_millis(300));
-    let out = daemon
-        .cli()
-        .arg("umount")
-        .arg(&daemon.mountpoint)
-        .output()
-        .unwrap();
+    let out = daemon.umount();
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     assert!(said.contains("released 1 parked request"), "{said}");
@@ -146,12 +141,7 @@ fn a_sigkilled_daemon_leaves_no_mount_behind() {
     // Clean: unmounted by the daemon, the guard gone with it.
     daemon.restart(Options::default());
     let guard = daemon.children()[0];
-    let out = daemon
-        .cli()
-        .arg("umount")
-        .arg(&daemon.mountpoint)
-        .output()
-        .unwrap();
+    let out = daemon.umount();
     assert!(out.status.success(), "{}", text(&out));
     assert!(daemon.wait_exit(Duration::from_secs(10)).is_some());
     assert!(!alive(guard), "the daemon reaps its released guard");
@@ -236,12 +226,7 @@ fn a_mount_racing_an_unmount_of_its_mountpoint_waits_for_it() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let unmounted = daemon
-        .cli()
-        .arg("umount")
-        .arg(&daemon.mountpoint)
-        .output()
-        .unwrap();
+    let unmounted = daemon.umount();
     let out = mount.wait_with_output().unwrap();
     let remounted = out.status.success();
     // The second daemon is not the fixture's child: end it here on every path.

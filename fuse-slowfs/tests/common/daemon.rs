@@ -137,6 +137,15 @@ impl Daemon {
         slowfs::mount::slowfs_mounts().contains(&self.mountpoint)
     }
 
+    /// `slowfs umount MOUNTPOINT`, run to completion.
+    pub fn umount(&self) -> std::process::Output {
+        self.cli()
+            .arg("umount")
+            .arg(&self.mountpoint)
+            .output()
+            .unwrap()
+    }
+
     /// The daemon's child processes (its unmount guard).
     pub fn children(&self) -> Vec<i32> {
         let tasks = format!("/proc/{}/task", self.pid());

@@ -253,11 +253,11 @@ fn explore_fsync_failures(
         .iter()
         .filter(|op| matches!(op, LogOp::Fsync { .. }))
         .count();
-    // What the page cache holds after the failure follows the filesystem
-    // (CuttleFS, Rebello et al. ATC'20): ext4 and XFS keep the pages, marked
-    // clean, so reads still see the lost data; btrfs reverts them to what is
-    // on disk.
-    let (drop, cache) = if args.fs_model == Some(slowfs_faults::crash::models::FsModel::Btrfs) {
+    // What the page cache holds after the failure follows the model.
+    let evicts = args
+        .fs_model
+        .is_some_and(slowfs_faults::crash::models::FsModel::evicts_after_failed_fsync);
+    let (drop, cache) = if evicts {
         ("drop=evict", "evicted from the cache as btrfs does")
     } else {
         (
@@ -420,7 +420,7 @@ impl Report<'_> {
             );
         }
         if !r.per_model.is_empty() {
-            // In the models' own order, the one allowing the most first.
+            // In the models' own order, strict first.
             let counts: Vec<String> = slowfs_faults::crash::models::FsModel::ALL
                 .iter()
                 .filter_map(|m| {

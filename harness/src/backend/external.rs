@@ -38,6 +38,7 @@ fn handshake_timeout() -> Duration {
         .and_then(|s| s.parse().ok())
         .map_or(HANDSHAKE_TIMEOUT, Duration::from_secs)
 }
+
 /// Longest a request may take before the runner gives up on it (30 s, or
 /// `SLOWFS_DRIVER_TIMEOUT_MS`).
 pub fn request_timeout() -> Duration {

@@ -82,15 +82,15 @@ async fn blocking<T: Send + 'static>(
         .unwrap_or_else(|e| Err(io::Error::other(format!("blocking task failed: {e}"))))
 }
 
-/// A read served from the page cache without blocking, or `None` where it would
-/// have to wait for the disk (then the ring does it).
-fn cached_read(fd: &OwnedFd, buf: &mut [u8], offset: u64) -> Option<usize> {
+/// `preadv2(RWF_NOWAIT)`: bytes read, or a negative result where the data is
+/// not all in the page cache.
+fn pread_nowait(fd: &OwnedFd, buf: &mut [u8], offset: u64) -> isize {
     let iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
     };
     // SAFETY: one iovec over `buf`, which outlives the call; a valid fd.
-    let n = unsafe {
+    unsafe {
         libc::preadv2(
             std::os::fd::AsRawFd::as_raw_fd(fd),
             &iov,
@@ -98,32 +98,19 @@ fn cached_read(fd: &OwnedFd, buf: &mut [u8], offset: u64) -> Option<usize> {
             offset as libc::off_t,
             libc::RWF_NOWAIT,
         )
-    };
-    if n < 0 {
-        return None;
     }
-    let n = n as usize;
+}
+
+/// A read served from the page cache without blocking, or `None` where it would
+/// have to wait for the disk (then the ring does it).
+fn cached_read(fd: &OwnedFd, buf: &mut [u8], offset: u64) -> Option<usize> {
+    let n = usize::try_from(pread_nowait(fd, buf, offset)).ok()?;
     if n == buf.len() || n == 0 {
         return Some(n);
     }
     // Short: the end of the file, or only part of the range cached. A second
     // nonblocking read tells which (0 at the end); anything else goes to the ring.
-    let mut probe = [0u8; 1];
-    let iov = libc::iovec {
-        iov_base: probe.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // SAFETY: as above, over `probe`.
-    let more = unsafe {
-        libc::preadv2(
-            std::os::fd::AsRawFd::as_raw_fd(fd),
-            &iov,
-            1,
-            (offset + n as u64) as libc::off_t,
-            libc::RWF_NOWAIT,
-        )
-    };
-    (more == 0).then_some(n)
+    (pread_nowait(fd, &mut [0u8; 1], offset + n as u64) == 0).then_some(n)
 }
 
 impl UringFile {

@@ -16,6 +16,19 @@ fn helper() -> std::ffi::OsString {
     std::env::var_os("FUSERMOUNT_PATH").unwrap_or_else(|| "fusermount3".into())
 }
 
+/// The helper's absolute path (a name is looked up in `PATH`), for a caller
+/// that must exec it without a search: the unmount guard after its fork.
+pub(crate) fn helper_path() -> Option<std::path::PathBuf> {
+    let helper = std::path::PathBuf::from(helper());
+    if helper.is_absolute() {
+        return Some(helper);
+    }
+    let dirs = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    std::env::split_paths(&dirs)
+        .map(|dir| dir.join(&helper))
+        .find(|candidate| candidate.is_file())
+}
+
 fn not_installed(e: io::Error) -> io::Error {
     io::Error::new(
         e.kind(),

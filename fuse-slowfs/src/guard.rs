@@ -17,7 +17,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The daemon's side of a guard: the pipe's write end and the guard's pid.
 #[derive(Debug)]
@@ -32,7 +32,8 @@ impl UnmountGuard {
     pub(crate) fn spawn(mountpoint: &Path, connection: u64) -> io::Result<UnmountGuard> {
         let path = CString::new(mountpoint.as_os_str().as_bytes())?;
         // Without root, umount2 is refused: the setuid helper detaches instead.
-        let helper = fusermount_path().and_then(|p| CString::new(p.as_os_str().as_bytes()).ok());
+        let helper = crate::fusermount::helper_path()
+            .and_then(|p| CString::new(p.as_os_str().as_bytes()).ok());
         let argv_strings = [c"fusermount3", c"-u", c"-z"];
         let argv: Vec<*const libc::c_char> = argv_strings
             .iter()
@@ -142,15 +143,4 @@ unsafe fn guard(
         }
         libc::_exit(0)
     }
-}
-
-/// fusermount3's absolute path (`FUSERMOUNT_PATH` first, then `PATH`).
-fn fusermount_path() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("FUSERMOUNT_PATH") {
-        return Some(PathBuf::from(path));
-    }
-    let dirs = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
-    std::env::split_paths(&dirs)
-        .map(|dir| dir.join("fusermount3"))
-        .find(|candidate| candidate.is_file())
 }

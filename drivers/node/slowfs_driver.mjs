@@ -186,7 +186,7 @@ send({
   engine: lib.name,
   positioned: true,
   loop_thread: process.pid, // the main thread, which runs the event loop
-  capabilities: ["open", "read_at", "write_at", "read_many", "write_many", "read", "fsync",
+  capabilities: ["open", "append", "read_at", "write_at", "read_many", "write_many", "read", "fsync",
     "fdatasync", "set_len", "metadata", "close", "rename", "remove_file", "create_dir",
     "sync_dir", "copy", "cancel", "lag"],
 });

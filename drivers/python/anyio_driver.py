@@ -28,7 +28,7 @@ class AsyncFileLib:
     worker-thread hand-off (to_thread.run_sync, not abandoned on cancel)."""
 
     positioned = False
-    capabilities = ["open", "read_at", "write_at", "read", "fsync", "fdatasync", "set_len",
+    capabilities = ["open", "append", "read_at", "write_at", "read", "fsync", "fdatasync", "set_len",
                     "metadata", "close", "rename", "remove_file", "create_dir", "sync_dir",
                     "copy", "cancel", "lag"]
 

@@ -107,7 +107,7 @@ class ToThread:
 
     name = "to_thread"
     positioned = True
-    capabilities = ["open", "read_at", "write_at", "read_many", "write_many", "read", "fsync",
+    capabilities = ["open", "append", "read_at", "write_at", "read_many", "write_many", "read", "fsync",
                     "fdatasync", "set_len", "metadata", "close", "rename", "remove_file",
                     "create_dir", "sync_dir", "copy", "cancel", "lag"]
 
@@ -151,7 +151,7 @@ class Aiofiles:
         "read_many": "aiofiles has no batched reads",
         "write_many": "aiofiles has no batched writes",
     }
-    capabilities = ["open", "read_at", "write_at", "read", "fsync", "fdatasync", "set_len",
+    capabilities = ["open", "append", "read_at", "write_at", "read", "fsync", "fdatasync", "set_len",
                     "metadata", "close", "rename", "remove_file", "create_dir", "sync_dir",
                     "copy", "cancel", "lag"]
 
@@ -209,7 +209,7 @@ class Ayafileio:
 
     name = "ayafileio"
     positioned = True
-    capabilities = ["open", "read_at", "write_at", "read_many", "write_many", "read", "fsync",
+    capabilities = ["open", "append", "read_at", "write_at", "read_many", "write_many", "read", "fsync",
                     "fdatasync", "set_len", "metadata", "close", "rename", "remove_file",
                     "create_dir", "sync_dir", "copy", "cancel", "lag"]
 
@@ -262,7 +262,7 @@ class Aiofile:
     Reader does."""
 
     positioned = True
-    capabilities = ["open", "read_at", "write_at", "read_many", "write_many", "read", "fsync",
+    capabilities = ["open", "append", "read_at", "write_at", "read_many", "write_many", "read", "fsync",
                     "fdatasync", "set_len", "metadata", "close", "rename", "remove_file",
                     "create_dir", "sync_dir", "copy", "cancel", "lag"]
     MODULES = {"uring": "linux_uring", "linux": "linux_aio", "thread": "thread_aio",

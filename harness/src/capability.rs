@@ -50,6 +50,8 @@ pub enum Capability {
     Lag,
     /// `read_at`/`write_at` are real positioned I/O (not seek + read/write).
     Positioned,
+    /// Files can be opened in append mode, where every write goes to the end.
+    Append,
 }
 
 impl Capability {
@@ -74,6 +76,7 @@ impl Capability {
         Capability::Cancel,
         Capability::Lag,
         Capability::Positioned,
+        Capability::Append,
     ];
 
     /// The name used in handshakes and expectations files.
@@ -98,6 +101,7 @@ impl Capability {
             Capability::Cancel => "cancel",
             Capability::Lag => "lag",
             Capability::Positioned => "positioned",
+            Capability::Append => "append",
         }
     }
 

@@ -121,6 +121,7 @@
 //!         slowfs_harness::Capability::Cancel => "cancel",
 //!         slowfs_harness::Capability::Lag => "lag",
 //!         slowfs_harness::Capability::Positioned => "positioned",
+//!         slowfs_harness::Capability::Append => "append",
 //!     }
 //! }
 //! ```

@@ -4,9 +4,11 @@
 //! Checked at every step: `read_at` returns at most what was asked, never 0 before
 //! EOF, and the model's bytes; a single `write_at` moves 1..=len bytes and exactly
 //! those land; `read_exact_at` / `write_all_at` complete under short transfers;
-//! append appends; `set_len` truncates and zero-extends; batches behave as their
-//! parts; a cursor `read` after positioned operations reads at the cursor (they
-//! never move it); offsets past 2^32 work.
+//! append appends (where the engine declares `append`: positioned I/O is judged
+//! without it otherwise, and the verdict says append was not tested); `set_len`
+//! truncates and zero-extends; batches behave as their parts; a cursor `read`
+//! after positioned operations reads at the cursor (they never move it); offsets
+//! past 2^32 work.
 
 use std::fmt;
 use std::io;
@@ -14,14 +16,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use slowfs_harness::{Engine, EngineFile, OpenOptions};
+use slowfs_harness::{Capability, Engine, EngineFile, OpenOptions};
 
 use super::{ensure, mount};
 use crate::model::SparseFile;
 use crate::proptest_run::check;
 use crate::{Outcome, SuiteConfig};
 
-/// Handles 0 and 1 are read-write; handle 2 is opened for append.
+/// Handles 0 and 1 are read-write; handle 2 is opened for append (read-write
+/// like the others for an engine without append).
 const APPEND: usize = 2;
 const FAR: u64 = 1 << 32;
 
@@ -105,15 +108,17 @@ fn offset() -> impl Strategy<Value = u64> {
     prop_oneof![4 => 0u64..40_000, 1 => FAR - 4096..FAR + 8192]
 }
 
-fn op() -> impl Strategy<Value = Op> {
+/// A random step; `append` steps only for an engine that has append mode.
+fn op(append: bool) -> impl Strategy<Value = Op> {
     let h = 0usize..2;
     let len = 0usize..6000;
+    let append_weight = if append { 1 } else { 0 };
     prop_oneof![
         3 => (h.clone(), offset(), len.clone(), any::<u8>()).prop_map(|(h, offset, len, byte)| Op::WriteAt { h, offset, len, byte }),
         2 => (h.clone(), offset(), len.clone(), any::<u8>()).prop_map(|(h, offset, len, byte)| Op::WriteAll { h, offset, len, byte }),
         3 => (h.clone(), offset(), len.clone()).prop_map(|(h, offset, len)| Op::ReadAt { h, offset, len }),
         1 => (h.clone(), offset(), len.clone()).prop_map(|(h, offset, len)| Op::ReadExact { h, offset, len }),
-        1 => (1usize..3000, any::<u8>()).prop_map(|(len, byte)| Op::Append { len, byte }),
+        append_weight => (1usize..3000, any::<u8>()).prop_map(|(len, byte)| Op::Append { len, byte }),
         1 => (h.clone(), 0u64..50_000).prop_map(|(h, len)| Op::SetLen { h, len }),
         1 => (h.clone(), prop::collection::vec((0u64..9_000, 1usize..3000), 1..4))
             .prop_map(|(h, reads)| Op::ReadMany { h, reads: spread(reads) }),
@@ -161,10 +166,11 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
     };
     let rt = crate::runtime();
     let case = AtomicU64::new(0);
-    check(
+    let append = engine.supports(Capability::Append);
+    let outcome = check(
         config.seed,
         config.cases,
-        prop::collection::vec(op(), 1..24),
+        prop::collection::vec(op(append), 1..24),
         |ops| {
             ops.iter()
                 .map(|op| format!("  {op:?}"))
@@ -176,16 +182,33 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
                 "positioned-{}",
                 case.fetch_add(1, Ordering::Relaxed)
             ));
-            rt.block_on(execute(&*engine, &path, ops))
+            rt.block_on(execute(&*engine, &path, ops, append))
         },
-    )
+    );
+    if append {
+        return outcome;
+    }
+    let why = engine
+        .unsupported_reason(Capability::Append)
+        .map_or_else(String::new, |why| format!(": {why}"));
+    Outcome {
+        work: Some(format!(
+            "append mode not tested (the engine has no append{why})"
+        )),
+        ..outcome
+    }
 }
 
-async fn execute<E: Engine>(engine: &E, path: &std::path::Path, ops: &[Op]) -> Result<(), String> {
+async fn execute<E: Engine>(
+    engine: &E,
+    path: &std::path::Path,
+    ops: &[Op],
+    append: bool,
+) -> Result<(), String> {
     let err = |what: &str, e: io::Error| format!("{what}: {e}");
     let rw = OpenOptions::read_write_create();
     let append = OpenOptions {
-        append: true,
+        append,
         ..OpenOptions::read_write_create()
     };
     let handles = [

@@ -53,40 +53,23 @@ impl DelayDist {
         }
     }
 
-    /// Parses `20ms`, `5ms..20ms`, `normal(10ms,2ms)` or `lognormal(2ms,0.5)`.
+    /// Parses `20ms`, `5ms..20ms`, `normal(10ms,2ms)` or `lognormal(2ms,0.5)`;
+    /// every duration in it is at most a day ([`rule_duration`]).
     pub fn parse(text: &str) -> Result<DelayDist, String> {
-        let dist = Self::parse_unchecked(text)?;
-        for bound in dist.bounds() {
-            if bound > MAX_DELAY {
-                return Err(format!(
-                    "'{text}' is longer than a day (for a request that never ends, use hang)"
-                ));
-            }
-        }
-        Ok(dist)
-    }
-
-    /// The durations a distribution is written with.
-    fn bounds(&self) -> Vec<Duration> {
-        match *self {
-            DelayDist::Fixed(d) => vec![d],
-            DelayDist::Uniform(lo, hi) => vec![lo, hi],
-            DelayDist::Normal { mean, sd } => vec![mean, sd],
-            DelayDist::LogNormal { median, .. } => vec![median],
-        }
+        Self::parse_unchecked(text)
     }
 
     fn parse_unchecked(text: &str) -> Result<DelayDist, String> {
         if let Some(args) = call_args(text, "normal") {
             let [mean, sd] = two_args(args, "normal(MEAN,SD)")?;
             return Ok(DelayDist::Normal {
-                mean: parse_duration(mean)?,
-                sd: parse_duration(sd)?,
+                mean: rule_duration(mean)?,
+                sd: rule_duration(sd)?,
             });
         }
         if let Some(args) = call_args(text, "lognormal") {
             let [median, sigma] = two_args(args, "lognormal(MEDIAN,SIGMA)")?;
-            let median = parse_duration(median)?;
+            let median = rule_duration(median)?;
             if median.is_zero() {
                 return Err("lognormal needs a median above zero".into());
             }
@@ -103,7 +86,7 @@ impl DelayDist {
             return Ok(DelayDist::LogNormal { median, sigma });
         }
         if let Some((lo, hi)) = text.split_once("..") {
-            let (lo, hi) = (parse_duration(lo)?, parse_duration(hi)?);
+            let (lo, hi) = (rule_duration(lo)?, rule_duration(hi)?);
             if lo > hi {
                 return Err(format!(
                     "range '{text}' runs backwards (write the smaller bound first)"
@@ -116,14 +99,27 @@ impl DelayDist {
                 "unknown distribution '{text}' (use normal(MEAN,SD) or lognormal(MEDIAN,SIGMA))"
             ));
         }
-        parse_duration(text).map(DelayDist::Fixed)
+        rule_duration(text).map(DelayDist::Fixed)
     }
 }
 
 /// The largest lognormal SIGMA accepted.
 const MAX_SIGMA: f64 = 3.0;
-/// The longest delay a rule may set.
+/// The longest duration a rule may name (a delay, a spike, a hang's timeout).
 const MAX_DELAY: Duration = Duration::from_secs(86_400);
+
+/// A duration written in a rule: every duration field has the same bounds,
+/// 0 to a day.
+pub(crate) fn rule_duration(text: &str) -> Result<Duration, String> {
+    let duration = parse_duration(text)?;
+    if duration > MAX_DELAY {
+        return Err(format!(
+            "'{text}' is longer than a day, the longest a rule may name (for a request \
+             that never ends, use hang without a timeout)"
+        ));
+    }
+    Ok(duration)
+}
 
 fn secs(value: f64) -> Duration {
     Duration::try_from_secs_f64(value.max(0.0)).unwrap_or(Duration::MAX)
@@ -181,7 +177,7 @@ impl Spike {
         })?;
         Ok(Spike {
             p: crate::units::probability(p)?,
-            extra: parse_duration(extra)?,
+            extra: rule_duration(extra)?,
         })
     }
 }

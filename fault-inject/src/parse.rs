@@ -10,7 +10,7 @@ use crate::delay::{DelayDist, Spike};
 use crate::errno::{errno_from_name, known_errno_names};
 use crate::op::{Op, OpSet};
 use crate::rule::{Action, Corruption, PathGlob, Rule, Trigger};
-use crate::units::{parse_duration, parse_rate, parse_size, probability};
+use crate::units::{parse_rate, parse_size, probability};
 
 /// A rule that did not parse: which rule, where in it, and what was expected.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,12 +133,24 @@ fn example(key: &str) -> &'static str {
 
 impl fmt::Display for RuleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "in rule \"{}\": {}", self.rule, self.kind)?;
-        writeln!(f, "    {}", self.rule)?;
-        let column = self.rule[..self.offset.min(self.rule.len())]
-            .chars()
-            .count();
-        write!(f, "    {}^", " ".repeat(column))
+        // A rule of hundreds of kilobytes (a generated glob) is shown as the
+        // part around the error, not whole.
+        let offset = self.offset.min(self.rule.len());
+        let chars: Vec<char> = self.rule.chars().collect();
+        let at = self.rule[..offset].chars().count();
+        let (from, to) = (at.saturating_sub(60), (at + 60).min(chars.len()));
+        let shown: String = chars[from..to].iter().collect();
+        let (before, after) = (
+            if from > 0 { "..." } else { "" },
+            if to < chars.len() { "..." } else { "" },
+        );
+        if chars.len() > 120 {
+            writeln!(f, "in a rule of {} characters: {}", chars.len(), self.kind)?;
+        } else {
+            writeln!(f, "in rule \"{}\": {}", self.rule, self.kind)?;
+        }
+        writeln!(f, "    {before}{shown}{after}")?;
+        write!(f, "    {}^", " ".repeat(before.len() + at - from))
     }
 }
 
@@ -291,10 +303,15 @@ impl Builder {
                     ));
                 }
                 let glob = PathGlob::new(value.trim_start_matches('/')).map_err(|e| {
-                    bad(format!(
-                        "{} (escape special characters with '\\')",
-                        e.kind()
-                    ))
+                    bad(match e.kind() {
+                        // The glob parsed, but its automaton is over the size limit.
+                        globset::ErrorKind::Regex(cause) => format!(
+                            "the glob is too large to match ({cause}: over the matcher's size \
+                             limit); use a shorter one, e.g. a pattern such as name* instead of a \
+                             list of every name"
+                        ),
+                        kind => format!("{kind} (escape special characters with '\\')"),
+                    })
                 })?;
                 self.path = Some(glob);
                 return Ok(());
@@ -369,7 +386,7 @@ impl Builder {
             "hang" => Action::Hang {
                 timeout: match value {
                     "" => None,
-                    v => Some(parse_duration(v).map_err(bad)?),
+                    v => Some(crate::delay::rule_duration(v).map_err(bad)?),
                 },
             },
             "crash" => Action::Crash,
@@ -646,6 +663,10 @@ mod tests {
                 "between 0 and 3, found 1e308",
             ),
             ("read delay=2d", 5, "longer than a day"),
+            ("read delay=1ms spike=1:100000d", 15, "longer than a day"),
+            ("read delay=1ms..3d", 5, "longer than a day"),
+            ("read delay=normal(1ms,2d)", 5, "longer than a day"),
+            ("read hang=25h", 5, "longer than a day"),
             ("read delay=2w", 5, "m (minutes), h, d"),
         ] {
             let err = parse_rule(text).unwrap_err();

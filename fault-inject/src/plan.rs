@@ -9,6 +9,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::op::Op;
 use crate::rule::{Action, Rule};
+use crate::rule_index::{RuleIndex, RuleSetError};
 use crate::throttle::TokenBucket;
 
 /// What to do to one request: the combined effect of every rule that fired on it.
@@ -145,37 +146,32 @@ pub struct FaultPlan {
     seed: u64,
     start: Instant,
     rules: RwLock<Arc<Rules>>,
+    /// Held by `add` and `clear` while they build the next version (requests
+    /// only take `rules`' read lock, never this one), so that two changes at
+    /// once cannot lose one.
     next_id: Mutex<u64>,
     /// Recording the faults that fire, or replaying recorded ones.
     trace: Option<crate::trace::FaultTrace>,
 }
 
-/// One version of the rule set, with an index built on first use: per
-/// operation, the rules without a path glob and one `GlobSet` of the rest, so
-/// a request is matched against the rules that can apply to it in one pass
-/// (10,000 rules on other paths or operations cost next to nothing).
-#[derive(Debug, Default)]
+/// One version of the rule set with its index (see [`crate::rule_index`]),
+/// built when the version is made, never inside a request.
+#[derive(Debug)]
 struct Rules {
     list: Vec<Arc<ActiveRule>>,
-    index: std::sync::OnceLock<Vec<OpIndex>>,
+    index: RuleIndex,
 }
 
-/// The rules that name one operation.
-#[derive(Debug)]
-struct OpIndex {
-    /// Positions (in `Rules::list`) of rules with no path glob.
-    everywhere: Vec<usize>,
-    /// The path globs of the others, and their positions.
-    globs: globset::GlobSet,
-    globbed: Vec<usize>,
+impl Default for Rules {
+    fn default() -> Rules {
+        Rules::new(Vec::new()).expect("no rules index")
+    }
 }
 
 impl Rules {
-    fn new(list: Vec<Arc<ActiveRule>>) -> Rules {
-        Rules {
-            list,
-            index: std::sync::OnceLock::new(),
-        }
+    fn new(list: Vec<Arc<ActiveRule>>) -> Result<Rules, RuleSetError> {
+        let index = RuleIndex::new(list.iter().map(|r| &r.rule))?;
+        Ok(Rules { list, index })
     }
 
     fn is_empty(&self) -> bool {
@@ -186,61 +182,31 @@ impl Rules {
         self.list.iter()
     }
 
-    fn index(&self) -> &[OpIndex] {
-        self.index.get_or_init(|| self.build_index())
-    }
-
     /// The rules matching `op` on `path`, in the order they were added.
     fn matching(&self, op: Op, path: &str) -> Vec<&Arc<ActiveRule>> {
-        let index = &self.index()[op as usize];
-        let mut found = index.everywhere.clone();
-        if !index.globbed.is_empty() {
-            found.extend(
-                index
-                    .globs
-                    .matches(path)
-                    .into_iter()
-                    .map(|i| index.globbed[i]),
-            );
-            found.sort_unstable();
-        }
-        found.into_iter().map(|i| &self.list[i]).collect()
-    }
-
-    fn build_index(&self) -> Vec<OpIndex> {
-        Op::ALL
-            .iter()
-            .map(|&op| {
-                let mut everywhere = Vec::new();
-                let mut globbed = Vec::new();
-                let mut globs = globset::GlobSetBuilder::new();
-                for (i, active) in self.list.iter().enumerate() {
-                    if !active.rule.ops.contains(op) {
-                        continue;
-                    }
-                    match &active.rule.path {
-                        None => everywhere.push(i),
-                        Some(path) => {
-                            globs.add(path.glob().clone());
-                            globbed.push(i);
-                        }
-                    }
-                }
-                OpIndex {
-                    everywhere,
-                    globs: globs
-                        .build()
-                        .expect("globs that compiled one by one build a set"),
-                    globbed,
-                }
-            })
+        self.index
+            .matching(op, path, |i| self.list[i].rule.ops.contains(op))
+            .into_iter()
+            .map(|i| &self.list[i])
             .collect()
     }
 }
 
 impl FaultPlan {
     /// A plan with these rules; every rule's RNG is derived from `seed` and its id.
+    ///
+    /// # Panics
+    /// When the rules' path globs cannot be matched together: rules from users
+    /// go through [`FaultPlan::try_new`].
     pub fn new(seed: u64, rules: impl IntoIterator<Item = Rule>) -> FaultPlan {
+        FaultPlan::try_new(seed, rules).expect("rules whose globs can be matched together")
+    }
+
+    /// A plan with these rules, or why they cannot be used together.
+    pub fn try_new(
+        seed: u64,
+        rules: impl IntoIterator<Item = Rule>,
+    ) -> Result<FaultPlan, RuleSetError> {
         let plan = FaultPlan {
             seed,
             start: Instant::now(),
@@ -248,10 +214,8 @@ impl FaultPlan {
             next_id: Mutex::new(1),
             trace: None,
         };
-        for rule in rules {
-            plan.add(rule);
-        }
-        plan
+        plan.add_all(rules)?;
+        Ok(plan)
     }
 
     /// The run seed.
@@ -271,14 +235,31 @@ impl FaultPlan {
         self
     }
 
-    /// Adds a rule at runtime; returns its id.
-    pub fn add(&self, rule: Rule) -> u64 {
-        let id = {
-            let mut next = self.next_id.lock().unwrap();
-            let id = *next;
-            *next += 1;
-            id
-        };
+    /// Adds a rule at runtime; returns its id. A rule whose glob cannot be
+    /// matched together with the others is refused and nothing changes.
+    pub fn add(&self, rule: Rule) -> Result<u64, RuleSetError> {
+        Ok(self.add_all([rule])?[0])
+    }
+
+    /// Adds rules at once (one index built for all of them); returns their
+    /// ids, or changes nothing.
+    pub fn add_all(&self, rules: impl IntoIterator<Item = Rule>) -> Result<Vec<u64>, RuleSetError> {
+        let mut next_id = self.next_id.lock().unwrap();
+        let mut list = self.current().list.clone();
+        let mut ids = Vec::new();
+        for rule in rules {
+            let id = *next_id + ids.len() as u64;
+            ids.push(id);
+            list.push(self.activate(id, rule));
+        }
+        let next = Rules::new(list)?;
+        *next_id += ids.len() as u64;
+        *self.rules.write().unwrap() = Arc::new(next);
+        Ok(ids)
+    }
+
+    /// A rule with its own RNG stream (seed, id) and counters.
+    fn activate(&self, id: u64, rule: Rule) -> Arc<ActiveRule> {
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         rng.set_stream(id);
         let bucket = match rule.action {
@@ -298,7 +279,7 @@ impl FaultPlan {
             }
             _ => None,
         };
-        let active = Arc::new(ActiveRule {
+        Arc::new(ActiveRule {
             id,
             rule,
             state: Mutex::new(RuleState {
@@ -308,25 +289,29 @@ impl FaultPlan {
                 fired: 0,
                 bucket,
             }),
-        });
-        let mut rules = self.rules.write().unwrap();
-        let mut next = rules.list.clone();
-        next.push(active);
-        *rules = Arc::new(Rules::new(next));
-        id
+        })
     }
 
     /// Removes one rule by id (`Some`) or every rule (`None`); returns how many went.
     pub fn clear(&self, id: Option<u64>) -> usize {
-        let mut rules = self.rules.write().unwrap();
-        let before = rules.list.len();
-        let kept: Vec<_> = rules
+        let _writer = self.next_id.lock().unwrap();
+        let current = self.current();
+        let kept: Vec<_> = current
             .iter()
             .filter(|r| id.is_some_and(|id| r.id != id))
             .cloned()
             .collect();
-        *rules = Arc::new(Rules::new(kept));
-        before - rules.list.len()
+        let removed = current.list.len() - kept.len();
+        if removed == 0 {
+            return 0;
+        }
+        // A subset of globs that were matched together builds again; were it
+        // ever refused, the rules stay as they are rather than vanish.
+        let Ok(next) = Rules::new(kept) else {
+            return 0;
+        };
+        *self.rules.write().unwrap() = Arc::new(next);
+        removed
     }
 
     /// The rules in force, in the order they were added.
@@ -373,11 +358,7 @@ impl FaultPlan {
 
     /// Whether any rule in force names `op`.
     pub fn matches_op(&self, op: Op) -> bool {
-        let rules = self.current();
-        let index = rules.index();
-        !index[op as usize].everywhere.is_empty()
-            || !index[op as usize].globbed.is_empty()
-            || self.trace.as_ref().is_some_and(|t| t.replays_op(op))
+        self.current().index.names(op) || self.trace.as_ref().is_some_and(|t| t.replays_op(op))
     }
 
     /// Whether any rule in force could touch reads or writes of `path`.

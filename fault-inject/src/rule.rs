@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use globset::{Glob, GlobBuilder, GlobMatcher};
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::delay::{DelayDist, Spike};
 use crate::errno::errno_name;
@@ -227,18 +227,23 @@ pub struct Trigger {
 pub struct PathGlob {
     text: String,
     glob: Glob,
-    /// Compiled on first use: a plan matches many globs at once through a
+    /// Built on first use: a plan matches many globs at once through one
     /// `GlobSet`, and a compiled matcher per rule costs kilobytes.
-    matcher: std::sync::OnceLock<GlobMatcher>,
+    matcher: std::sync::OnceLock<GlobSet>,
 }
 
 impl PathGlob {
-    /// Compiles a glob where `*` stays within one path component and `**` crosses them.
+    /// Compiles a glob where `*` stays within one path component and `**`
+    /// crosses them. A glob whose matcher would exceed the automaton's size
+    /// limit (a brace list of thousands of names) is an error here, never later.
     pub fn new(text: &str) -> Result<PathGlob, globset::Error> {
         let glob: Glob = GlobBuilder::new(text)
             .literal_separator(true)
             .backslash_escape(true)
             .build()?;
+        // Built once to refuse what cannot be, then dropped: most globs are
+        // only ever matched through a plan's set.
+        matcher_of(&glob)?;
         Ok(PathGlob {
             text: text.to_string(),
             matcher: std::sync::OnceLock::new(),
@@ -249,7 +254,7 @@ impl PathGlob {
     /// Whether a mount-relative path (`dir/file.tmp`, no leading slash) matches.
     pub fn is_match(&self, path: &str) -> bool {
         self.matcher
-            .get_or_init(|| self.glob.compile_matcher())
+            .get_or_init(|| matcher_of(&self.glob).unwrap_or_else(|_| GlobSet::empty()))
             .is_match(path)
     }
 
@@ -262,6 +267,12 @@ impl PathGlob {
     pub fn glob(&self) -> &Glob {
         &self.glob
     }
+}
+
+/// One glob's matcher; fallible, unlike `Glob::compile_matcher`, which panics
+/// on a glob too large for the automaton.
+fn matcher_of(glob: &Glob) -> Result<GlobSet, globset::Error> {
+    GlobSetBuilder::new().add(glob.clone()).build()
 }
 
 impl PartialEq for PathGlob {

@@ -294,9 +294,7 @@ impl ControlServer {
         use std::os::unix::fs::MetadataExt;
         Self::prepare_dir(&path)?;
         claim_socket(&path)?;
-        let listener = UnixListener::bind(&path).map_err(|e| with_path(e, "binding", &path))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| with_path(e, "setting the mode of", &path))?;
+        let listener = bind_private(&path)?;
         let inode = std::fs::symlink_metadata(&path).map(|m| (m.dev(), m.ino()))?;
         let listener = Arc::new(listener);
         let stop = Arc::new(AtomicBool::new(false));
@@ -347,6 +345,43 @@ impl Drop for ControlServer {
     }
 }
 
+/// Binds a listening socket at `path` that is mode 0600 from its first moment:
+/// bound inside a fresh private directory beside `path` (bind(2) gives the
+/// socket the umask's mode, which in a shared directory let another user
+/// connect before a chmod), made 0600 there, then renamed into place.
+fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let private = tempfile::Builder::new()
+        .prefix(".slowfs-ctl-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(parent)
+        .map_err(|e| with_path(e, "creating a private directory in", parent))?;
+    let staged = private.path().join("sock");
+    let listener = UnixListener::bind(&staged).map_err(|e| with_path(e, "binding", &staged))?;
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| with_path(e, "setting the mode of", &staged))?;
+    std::fs::rename(&staged, path).map_err(|e| with_path(e, "moving the socket to", path))?;
+    Ok(listener)
+}
+
+/// Whether the peer of `stream` may control this mount: the daemon's own user
+/// or root (SO_PEERCRED, checked on every connection, whatever the socket's mode).
+fn peer_allowed(stream: &UnixStream) -> Result<(), String> {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let owner = nix::unistd::geteuid().as_raw();
+    match getsockopt(stream, PeerCredentials) {
+        Ok(cred) if cred.uid() == owner || cred.uid() == 0 => Ok(()),
+        Ok(cred) => Err(format!(
+            "refused: uid {} may not control this mount (only its owner, uid {owner}, and root may)",
+            cred.uid()
+        )),
+        Err(e) => Err(format!("refused: cannot tell who is connecting ({e})")),
+    }
+}
+
 fn with_path(e: std::io::Error, doing: &str, path: &Path) -> std::io::Error {
     std::io::Error::new(e.kind(), format!("{doing} {}: {e}", path.display()))
 }
@@ -366,6 +401,11 @@ fn serve(listener: &UnixListener, served: Served, stop: Arc<AtomicBool>) {
             std::thread::sleep(Duration::from_millis(1));
             continue;
         };
+        if let Err(refusal) = peer_allowed(&stream) {
+            tracing::warn!("control socket: {refusal}");
+            let _ = send(&mut stream, &Response::fail(refusal));
+            continue;
+        }
         let served = served.clone();
         let spawned = if active.fetch_add(1, Ordering::SeqCst) < MAX_CONNECTIONS {
             let active = Arc::clone(&active);
@@ -378,20 +418,20 @@ fn serve(listener: &UnixListener, served: Served, stop: Arc<AtomicBool>) {
         } else {
             active.fetch_sub(1, Ordering::SeqCst);
             // Full: one more request per connection, briefly, so that `info` and
-            // `shutdown` (umount) always get through; beyond a second batch, busy.
+            // `shutdown` (umount) always get through; beyond a second batch, the
+            // accept loop itself reads one line for a moment (a client such as
+            // `slowfs umount` sends its command at once), so a crowd of idle
+            // connections never makes a live daemon look dead.
             if overflow.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
                 overflow.fetch_sub(1, Ordering::SeqCst);
-                let busy = Response::fail(format!(
-                    "too many control connections (at most {MAX_CONNECTIONS} at once); close idle ones and retry"
-                ));
-                let _ = send(&mut stream, &busy);
+                let _ = converse_when_full(stream, &served, Duration::from_millis(100));
                 continue;
             }
             let overflow = Arc::clone(&overflow);
             std::thread::Builder::new()
                 .name("slowfs-ctl-once".into())
                 .spawn(move || {
-                    let _ = converse_when_full(stream, &served);
+                    let _ = converse_when_full(stream, &served, Duration::from_secs(2));
                     overflow.fetch_sub(1, Ordering::SeqCst);
                 })
         };
@@ -407,11 +447,15 @@ fn send(stream: &mut UnixStream, response: &Response) -> std::io::Result<()> {
     stream.write_all(text.as_bytes())
 }
 
-/// A connection over the limit: one request within 2 s, answered only if it
-/// concerns the mount's life (`info`, `shutdown`, `release`), so that `slowfs
-/// umount` reaches a daemon whatever its idle connections; else "too many".
-fn converse_when_full(mut stream: UnixStream, served: &Served) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+/// A connection over the limit: one request within `patience`, answered only
+/// if it concerns the mount's life (`info`, `shutdown`, `release`), so that
+/// `slowfs umount` reaches a daemon whatever its idle connections; else "too many".
+fn converse_when_full(
+    mut stream: UnixStream,
+    served: &Served,
+    patience: Duration,
+) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(patience))?;
     let mut line = Vec::new();
     let _ = BufReader::new((&stream).take(4096)).read_until(b'\n', &mut line);
     let response = match serde_json::from_slice::<Command>(&line) {
@@ -531,11 +575,13 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
             }
             Ok(rule) => {
                 let text = rule.to_string();
-                let id = inner.plan.add(rule);
-                Response::ok(
-                    format!("added rule #{id}: {text}"),
-                    serde_json::json!({ "id": id }),
-                )
+                match inner.plan.add(rule) {
+                    Ok(id) => Response::ok(
+                        format!("added rule #{id}: {text}"),
+                        serde_json::json!({ "id": id }),
+                    ),
+                    Err(e) => Response::fail(format!("refused `{text}`: {e}")),
+                }
             }
             Err(e) => Response::fail(e.to_string()),
         },
@@ -614,8 +660,29 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
     }
 }
 
-/// Sends one command to the mount listening on `socket` and waits for its answer.
+/// How long a command waits for the daemon's answer before giving up.
+pub const ANSWER_LIMIT: Duration = Duration::from_secs(10);
+/// After this long without an answer, a caller is told what it is waiting for.
+pub const ANSWER_NOTICE: Duration = Duration::from_secs(1);
+
+/// Sends one command to the mount listening on `socket` and waits for its
+/// answer, at most [`ANSWER_LIMIT`].
+///
+/// The error's kind tells the cases apart: `ConnectionRefused` or `NotFound`
+/// when no daemon listens there (a dead mount's leftover, or none), anything
+/// else (`TimedOut`, `BrokenPipe`, `InvalidData`) when one accepted the
+/// connection and did not answer: it is alive, stopped or busy, not dead.
 pub fn request(socket: &Path, command: &Command) -> std::io::Result<Response> {
+    request_noting_waits(socket, command, || {})
+}
+
+/// [`request`], calling `waiting` once when no answer has come after
+/// [`ANSWER_NOTICE`] (the CLI says what it waits for).
+pub fn request_noting_waits(
+    socket: &Path,
+    command: &Command,
+    waiting: impl FnOnce(),
+) -> std::io::Result<Response> {
     let stream = UnixStream::connect(socket).map_err(|e| {
         std::io::Error::new(
             e.kind(),
@@ -626,17 +693,83 @@ pub fn request(socket: &Path, command: &Command) -> std::io::Result<Response> {
             ),
         )
     })?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let silent = |what: String| {
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "the daemon at {} accepted the connection but {what} (stopped? \
+                 overloaded? `slowfs ctl MOUNTPOINT info` asks again)",
+                socket.display()
+            ),
+        )
+    };
     let mut writer = stream.try_clone()?;
+    writer.set_write_timeout(Some(ANSWER_LIMIT))?;
     let mut text = serde_json::to_string(command).expect("commands serialize");
     text.push('\n');
-    writer.write_all(text.as_bytes())?;
-    let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line)?;
-    serde_json::from_str(&line).map_err(|e| {
+    let sent = writer.write_all(text.as_bytes());
+    if let Err(e) = &sent {
+        // A daemon that refuses a connection (another user's, or too many)
+        // answers and closes before reading: its answer is still there to read.
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            stream.set_read_timeout(Some(ANSWER_NOTICE))?;
+            let mut line = Vec::new();
+            let _ = BufReader::new(&stream).read_until(b'\n', &mut line);
+            if let Ok(answer) = serde_json::from_slice::<Response>(&line) {
+                return Ok(answer);
+            }
+        }
+    }
+    sent.map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            silent(format!("took no request in {} s", ANSWER_LIMIT.as_secs()))
+        }
+        _ => std::io::Error::new(
+            e.kind(),
+            format!("sending to the daemon at {}: {e}", socket.display()),
+        ),
+    })?;
+    stream.set_read_timeout(Some(ANSWER_NOTICE))?;
+    let started = std::time::Instant::now();
+    let mut waiting = Some(waiting);
+    let mut reader = BufReader::new((&stream).take(MAX_LINE as u64 * 64));
+    let mut line = Vec::new();
+    loop {
+        match reader.read_until(b'\n', &mut line) {
+            Ok(_) => break,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if started.elapsed() >= ANSWER_LIMIT {
+                    return Err(silent(format!(
+                        "sent no answer in {} s",
+                        ANSWER_LIMIT.as_secs()
+                    )));
+                }
+                if let Some(waiting) = waiting.take() {
+                    waiting();
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    serde_json::from_slice(&line).map_err(|e| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!("bad answer from {}: {e}", socket.display()),
         )
     })
+}
+
+/// Whether a [`request`] error means that no daemon listens on the socket
+/// (as opposed to one that is alive but did not answer).
+pub fn nobody_listens(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
+    )
 }

@@ -7,7 +7,8 @@
 //! unmount the daemon writes a byte: the guard exits without looking (the
 //! mountpoint may carry someone else's mount by then). When the daemon dies
 //! the kernel closes the pipe: the guard looks at the mountpoint, and ours
-//! still there (its FUSE device, or a dead connection: ENOTCONN) is detached;
+//! still there (its FUSE device, or a dead connection: ENOTCONN, or
+//! ECONNABORTED while the kernel aborts it) is detached;
 //! a plain directory, or another filesystem, is left alone. The guard runs in
 //! its own session and ignores the terminal's signals, so what kills the
 //! daemon's process group does not kill it. Between fork and exit it makes
@@ -131,16 +132,43 @@ unsafe fn guard(
             }
         }
         let mut st: libc::stat = std::mem::zeroed();
-        let ours = if libc::stat(path.as_ptr(), &mut st) == 0 {
-            st.st_dev == connection
+        let stat = if libc::stat(path.as_ptr(), &mut st) == 0 {
+            Ok(st.st_dev)
         } else {
-            *libc::__errno_location() == libc::ENOTCONN
+            Err(*libc::__errno_location())
         };
+        let ours = still_ours(stat, connection);
         if ours && libc::umount2(path.as_ptr(), libc::MNT_DETACH) != 0 {
             if let Some(helper) = helper {
                 libc::execve(helper.as_ptr(), argv.as_ptr(), envp.as_ptr());
             }
         }
         libc::_exit(0)
+    }
+}
+
+/// Whether the mountpoint, as a stat of it found it (its `st_dev`, or the
+/// errno), still holds the dead daemon's mount. A stat sent while the kernel
+/// aborts the connection fails with ECONNABORTED; one sent after it, with
+/// ENOTCONN: both are our mount, its daemon gone. Anything else (a plain
+/// directory, another filesystem mounted since) is left alone.
+fn still_ours(stat: Result<libc::dev_t, libc::c_int>, connection: u64) -> bool {
+    match stat {
+        Ok(dev) => dev == connection,
+        Err(errno) => matches!(errno, libc::ENOTCONN | libc::ECONNABORTED),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::still_ours;
+
+    #[test]
+    fn a_connection_being_aborted_is_still_ours() {
+        assert!(still_ours(Err(libc::ECONNABORTED), 42));
+        assert!(still_ours(Err(libc::ENOTCONN), 42));
+        assert!(still_ours(Ok(42), 42));
+        assert!(!still_ours(Ok(7), 42), "another filesystem mounted since");
+        assert!(!still_ours(Err(libc::ENOENT), 42));
     }
 }

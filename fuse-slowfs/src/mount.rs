@@ -218,7 +218,8 @@ impl Mount {
             crate::control::claim_socket(socket)?;
         }
         let seed = config.spec.seed.unwrap_or(config.default_seed);
-        let mut plan = FaultPlan::new(seed, config.spec.rules.iter().cloned());
+        let mut plan = FaultPlan::try_new(seed, config.spec.rules.iter().cloned())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
         plan = match &config.fault_trace {
             Some(FaultTraceFile::Record(file)) => plan.with_trace(FaultTrace::record(file)?),
             Some(FaultTraceFile::Replay(file)) => plan.with_trace(FaultTrace::replay(file)?),
@@ -449,20 +450,45 @@ impl Drop for Mount {
 /// filesystem serve itself: a lookup of the mountpoint through the backing
 /// directory enters the mount again, and every worker ends up waiting on
 /// another. A backing directory inside the mountpoint is hidden by the mount.
+///
+/// Compared by what the directories are (filesystem and path inside it, from
+/// the mount table), not by how they are spelled: a bind mount of the backing
+/// directory elsewhere is the backing directory.
 fn refuse_nesting(backing: &Path, mountpoint: &Path) -> io::Result<()> {
-    let problem = if backing == mountpoint {
-        "is the backing directory itself"
-    } else if mountpoint.starts_with(backing) {
-        "is inside the backing directory (the mount would serve itself: every access to it would recurse)"
-    } else if backing.starts_with(mountpoint) {
-        "contains the backing directory (the mount would hide it)"
-    } else {
+    let spelled = (backing.to_path_buf(), mountpoint.to_path_buf());
+    let real = match (
+        crate::mount_table::location(backing),
+        crate::mount_table::location(mountpoint),
+    ) {
+        (Some((dev_b, b)), Some((dev_m, m))) if dev_b == dev_m => Some((b, m)),
+        _ => None,
+    };
+    let nested = |(backing, mountpoint): &(PathBuf, PathBuf)| {
+        if backing == mountpoint {
+            Some("is the backing directory itself")
+        } else if mountpoint.starts_with(backing) {
+            Some("is inside the backing directory (the mount would serve itself: every access to it would recurse)")
+        } else if backing.starts_with(mountpoint) {
+            Some("contains the backing directory (the mount would hide it)")
+        } else {
+            None
+        }
+    };
+    let Some(problem) = nested(&spelled).or_else(|| real.as_ref().and_then(nested)) else {
         return Ok(());
+    };
+    let alias = match (&real, nested(&spelled)) {
+        (Some((b, m)), None) => format!(
+            "; through a bind mount, they are {} and {} of one filesystem",
+            b.display(),
+            m.display()
+        ),
+        _ => String::new(),
     };
     Err(io::Error::new(
         io::ErrorKind::InvalidInput,
         format!(
-            "mountpoint {} {problem} ({}); choose a mountpoint outside the backing directory and apart from it",
+            "mountpoint {} {problem} ({}{alias}); choose a mountpoint outside the backing directory and apart from it",
             mountpoint.display(),
             backing.display()
         ),

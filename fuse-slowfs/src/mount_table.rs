@@ -61,6 +61,37 @@ pub fn slowfs_at(path: &Path) -> Option<MountEntry> {
         .find(|e| e.mountpoint == path)
 }
 
+/// Where a directory really is, however its path is spelled: the filesystem
+/// (`MAJOR:MINOR`) and the path inside it. A bind mount of `/data` at `/alias`
+/// gives `/alias/x` and `/data/x` the same location. `None` when the mount
+/// table cannot be read.
+pub fn location(path: &Path) -> Option<(String, PathBuf)> {
+    let path = path.canonicalize().ok()?;
+    let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // The mount holding `path`: the longest mountpoint above it, the last
+    // one mounted where several are stacked.
+    let (device, root, mountpoint) = table
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            Some((
+                fields.get(2)?.to_string(),
+                unescape(fields.get(3)?),
+                unescape(fields.get(4)?),
+            ))
+        })
+        .filter(|(_, _, mountpoint)| path.starts_with(mountpoint))
+        .fold(
+            None,
+            |best: Option<(String, PathBuf, PathBuf)>, entry| match &best {
+                Some(b) if b.2.as_os_str().len() > entry.2.as_os_str().len() => best,
+                _ => Some(entry),
+            },
+        )?;
+    let inside = path.strip_prefix(&mountpoint).ok()?;
+    Some((device, root.join(inside)))
+}
+
 /// `ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER`
 fn parse_line(line: &str) -> Option<MountEntry> {
     let (left, right) = line.split_once(" - ")?;

@@ -371,7 +371,8 @@ fn run(shared: &Shared, parked: Parked, fate: Fate) {
     if parked.hung {
         shared.hung.fetch_sub(1, Ordering::SeqCst);
     }
-    (parked.job)(fate);
+    let job = parked.job;
+    crate::fs::contain::contain("parked", move || job(fate));
     shared.unfinished.fetch_sub(1, Ordering::SeqCst);
 }
 

@@ -193,6 +193,7 @@ impl Stats {
                 .collect(),
             parked: 0,
             hung: 0,
+            panics: crate::fs::contain::caught(),
         }
     }
 }
@@ -212,6 +213,10 @@ pub struct StatsReport {
     /// Of those, requests held by a `hang` rule.
     #[serde(default)]
     pub hung: u64,
+    /// Requests whose handler panicked (each answered EIO; the mount served on).
+    /// Nonzero is a slowfs bug.
+    #[serde(default)]
+    pub panics: u64,
 }
 
 /// Counters of one operation.
@@ -295,6 +300,13 @@ impl StatsReport {
         }
         if self.parked > 0 {
             let _ = writeln!(out, "parked now: {} ({} hung)", self.parked, self.hung);
+        }
+        if self.panics > 0 {
+            let _ = writeln!(
+                out,
+                "{} request(s) panicked and were answered EIO (a slowfs bug: see the daemon's log)",
+                self.panics
+            );
         }
         for r in &self.rules {
             let _ = writeln!(

@@ -51,9 +51,22 @@ pub fn abort_connection_minor(minor: u32) {
             None::<&str>,
         );
     }
-    if let Err(e) = std::fs::write(&abort, "1") {
-        tracing::warn!("cannot abort FUSE connection {}: {e}", abort.display());
+    match std::fs::write(&abort, "1") {
+        // The connection ended on its own (its daemon closed it after the
+        // unmount): nothing to abort.
+        Err(e) if e.kind() == io::ErrorKind::NotFound && fusectl_mounted(connections) => {
+            tracing::debug!("FUSE connection {minor} already gone");
+        }
+        Err(e) => tracing::warn!("cannot abort FUSE connection {}: {e}", abort.display()),
+        Ok(()) => {}
     }
+}
+
+/// Whether fusectl is mounted at `dir` (so that a connection missing from it has ended).
+fn fusectl_mounted(dir: &Path) -> bool {
+    const FUSE_CTL_SUPER_MAGIC: i64 = 0x6573_5543;
+    nix::sys::statfs::statfs(dir)
+        .is_ok_and(|fs| fs.filesystem_type().0 as i64 == FUSE_CTL_SUPER_MAGIC)
 }
 
 /// Unmounts a slowfs whatever state it is in, including one whose daemon died

@@ -124,8 +124,8 @@ fn a_deleted_control_socket_does_not_wedge_the_daemon() {
 }
 
 /// `slowfs umount` of a live daemon with every control connection taken by idle
-/// clients: the daemon is reached, parked callers get their answers, nothing is
-/// force-detached.
+/// clients, and the overflow batch too: the daemon is reached, parked callers
+/// get their answers, nothing is force-detached (a busy daemon is not a dead one).
 #[test]
 fn umount_reaches_a_daemon_whose_connections_are_all_taken() {
     let _serial = serial();
@@ -143,7 +143,8 @@ fn umount_reaches_a_daemon_whose_connections_are_all_taken() {
     let path = daemon.mountpoint.join("held");
     let reader = std::thread::spawn(move || std::fs::read(path));
     std::thread::sleep(Duration::from_millis(300));
-    let idle: Vec<UnixStream> = (0..slowfs::control::MAX_CONNECTIONS + 5)
+    // Past both the served connections and the overflow batch.
+    let idle: Vec<UnixStream> = (0..2 * slowfs::control::MAX_CONNECTIONS + 20)
         .map(|_| UnixStream::connect(&socket).unwrap())
         .collect();
     std::thread::sleep(Duration::from_millis(200));
@@ -499,4 +500,212 @@ fn mount_t_fuse_slowfs_works_through_the_helper() {
         assert!(Instant::now() < deadline, "still mounted");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A config of 6,000 rules whose globs each compile but together exceed the
+/// matcher's size limit: refused by `slowfs check` and at mount, with the fix.
+/// They used to pass `check`, and the first request of the mount panicked
+/// every worker ("error building NFA"), leaving a hung, then dead, mount.
+#[test]
+fn rules_whose_globs_cannot_be_matched_together_are_refused_where_given() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("many.toml");
+    let rules: String = (0..6000)
+        .map(|n| format!("\"read path=**/[!.]*{n}?/**/*.{{db,log,tmp}} delay=1ms\",\n"))
+        .collect();
+    std::fs::write(&config, format!("rules = [\n{rules}]\n")).unwrap();
+    let out = slowfs().arg("check").arg(&config).output().unwrap();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("too large to match together"), "{said}");
+    assert!(said.contains("one rule with"), "the fix is named: {said}");
+    assert!(!said.contains("panicked"), "{said}");
+
+    let mountpoint = dir.path().join("mnt");
+    std::fs::create_dir(&mountpoint).unwrap();
+    let out = slowfs()
+        .args(["mount", "--backing", "/tmp", "--config"])
+        .arg(&config)
+        .arg(&mountpoint)
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("too large to match together"), "{said}");
+    assert!(!slowfs::mount::slowfs_mounts().contains(&mountpoint.canonicalize().unwrap()));
+}
+
+/// One glob of 409 KB (a brace list of 40,000 names) sent with `ctl set`: the
+/// rule is refused and the mount serves on. It used to panic every worker.
+#[test]
+fn a_glob_too_large_to_match_is_refused_by_ctl_set_and_the_mount_serves_on() {
+    let _serial = serial();
+    let daemon = Daemon::start(Options::default());
+    std::fs::write(daemon.backing.join("f"), b"still here").unwrap();
+    let names: Vec<String> = (0..40_000).map(|n| format!("name{n:05}")).collect();
+    let rule = format!("read path=**/{{{}}} delay=1ms", names.join(","));
+    assert!(rule.len() > 400_000);
+    // Longer than one argument may be (128 KiB): straight to the socket.
+    let socket = std::fs::read_dir(&daemon.runtime_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let command = slowfs::control::Command::Set { rule };
+    let answer = slowfs::control::request(&socket, &command).unwrap();
+    assert!(!answer.ok, "{answer:?}");
+    let said = answer.message;
+    assert!(
+        said.contains("size limit") || said.contains("too large"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read(daemon.mountpoint.join("f")).unwrap(),
+        b"still here"
+    );
+    let listed = std::fs::read_dir(&daemon.mountpoint).unwrap().count();
+    assert_eq!(listed, 1);
+    assert!(daemon.umount().status.success());
+}
+
+/// A panic in a request's handler (forced on one path by
+/// SLOWFS_TEST_PANIC_PATH), 40 times, inline and in a parked (delayed)
+/// request: each such request fails with EIO, and the mount serves every
+/// other request after them and unmounts cleanly. Before, each panic ended a
+/// worker thread and the mount hung once they were gone.
+#[test]
+fn a_panic_in_a_request_fails_that_request_only() {
+    let _serial = serial();
+    // A rule naming lookups makes the daemon compute lookup paths; the
+    // second one parks boom's lookups, so they panic in the scheduler.
+    for rule in ["lookup path=never delay=1ms", "lookup path=boom delay=5ms"] {
+        let backing = tempfile::tempdir().unwrap();
+        std::fs::write(backing.path().join("boom"), b"x").unwrap();
+        std::fs::write(backing.path().join("fine"), b"ok").unwrap();
+        let started = Instant::now();
+        let out = Command::new("timeout")
+            .arg("60")
+            .arg(env!("CARGO_BIN_EXE_slowfs"))
+            .env("SLOWFS_TEST_PANIC_PATH", "boom")
+            .args(["run", "--threads", "2", "--set", rule, "--backing"])
+            .arg(backing.path())
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "failed=0; \
+                 for i in $(seq 40); do stat $SLOWFS_MOUNT/boom >/dev/null 2>&1 || failed=$((failed+1)); done; \
+                 echo failed=$failed; cat $SLOWFS_MOUNT/fine; echo; ls $SLOWFS_MOUNT",
+            ])
+            .output()
+            .unwrap();
+        let said = text(&out);
+        assert!(out.status.success(), "{rule}: {said}");
+        assert!(said.contains("failed=40"), "{rule}: {said}");
+        assert!(said.contains("ok\nboom\nfine"), "{rule}: served on: {said}");
+        assert!(
+            said.contains("panicked and were answered EIO"),
+            "{rule}: counted: {said}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{rule}: {said}"
+        );
+    }
+}
+
+/// A bind mount of the backing directory is the backing directory: a
+/// mountpoint inside the alias is refused (it used to be accepted, and with
+/// shared propagation a deep path deadlocked the daemon).
+#[test]
+fn a_mountpoint_inside_a_bind_mount_of_the_backing_directory_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let backing = root.path().join("b");
+    let alias = root.path().join("alias");
+    std::fs::create_dir_all(backing.join("deep/mnt")).unwrap();
+    std::fs::create_dir(&alias).unwrap();
+    let bind = Command::new("mount")
+        .args(["--bind"])
+        .arg(&backing)
+        .arg(&alias)
+        .output()
+        .unwrap();
+    assert!(bind.status.success(), "mount --bind: {}", text(&bind));
+    let unbind = scopeguard(&alias);
+    let mountpoint = alias.join("deep/mnt");
+    let err = slowfs::Mount::start(slowfs::MountConfig::new(&backing, &mountpoint))
+        .map(drop)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("inside the backing directory"), "{err}");
+    assert!(
+        err.contains("bind mount"),
+        "says why the spelling differs: {err}"
+    );
+    drop(unbind);
+}
+
+/// Unmounts `path` (lazily) when dropped, also when the test panics.
+fn scopeguard(path: &Path) -> impl Drop + '_ {
+    struct Unbind<'a>(&'a Path);
+    impl Drop for Unbind<'_> {
+        fn drop(&mut self) {
+            let _ = nix::mount::umount2(self.0, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+    Unbind(path)
+}
+
+/// A daemon that accepts a connection and never answers (SIGSTOP): `ctl`
+/// says within a second what it waits for and gives up in ~10 s (it took
+/// 30.7 s, silently); `umount` does not take a stopped daemon for a dead
+/// one and changes nothing, unless told `--force`.
+#[test]
+fn a_silent_daemon_is_named_quickly_and_not_detached_unless_forced() {
+    let _serial = serial();
+    let mut daemon = Daemon::start(Options::default());
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(daemon.pid(), libc::SIGSTOP) };
+    let started = Instant::now();
+    let out = daemon
+        .cli()
+        .arg("ctl")
+        .arg(&daemon.mountpoint)
+        .arg("info")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("waiting for the daemon"), "{said}");
+    assert!(
+        said.contains("did not") || said.contains("no answer"),
+        "{said}"
+    );
+    assert!(took < Duration::from_secs(20), "took {took:?}: {said}");
+
+    let out = daemon.umount();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("Nothing was changed"), "{said}");
+    assert!(said.contains("--force"), "the way out is named: {said}");
+    assert!(daemon.mounted(), "a stopped daemon keeps its mount: {said}");
+
+    let out = daemon
+        .cli()
+        .args(["umount", "--force"])
+        .arg(&daemon.mountpoint)
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(!daemon.mounted(), "{said}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(daemon.pid(), libc::SIGCONT) };
+    assert!(
+        daemon.wait_exit(Duration::from_secs(10)).is_some(),
+        "the detached daemon exits once continued"
+    );
 }

@@ -118,3 +118,56 @@ fn without_access_to_dev_fuse_the_error_names_the_fix() {
     assert!(said.contains("/dev/fuse is mode 600"), "{said}");
     assert!(said.contains("chmod 0666 /dev/fuse"), "{said}");
 }
+
+/// Another user who can reach a mount's control socket (here: the socket and
+/// its directory opened to everyone, as a umask of 000 in a shared directory
+/// once allowed for a moment) is refused on every request: only the mount's
+/// owner and root may control it (SO_PEERCRED). Before, such a user added a rule.
+#[test]
+fn another_user_cannot_control_a_mount_even_through_an_open_socket() {
+    use std::os::unix::fs::PermissionsExt;
+    let uid = test_user();
+    let daemon = common::daemon::Daemon::start(common::daemon::Options::default());
+    let socket = std::fs::read_dir(&daemon.runtime_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the socket is private from the start");
+    for dir in [&daemon.runtime_dir, &daemon.mountpoint] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (out, _) = as_user(
+        "666",
+        &format!(
+            "$SLOWFS ctl --socket {} {} set read\\ delay=1ms; echo rc=$?",
+            socket.display(),
+            daemon.mountpoint.display()
+        ),
+    );
+    let said = text(&out);
+    assert!(
+        said.contains(&format!("uid {uid} may not control")),
+        "{said}"
+    );
+    assert!(said.contains("rc=1"), "{said}");
+    // Private again: the owner's client refuses a runtime directory others can write.
+    std::fs::set_permissions(&daemon.runtime_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let rules = daemon
+        .cli()
+        .arg("ctl")
+        .arg(&daemon.mountpoint)
+        .arg("rules")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&rules.stdout).trim(),
+        "no rules",
+        "{}",
+        text(&rules)
+    );
+    assert!(daemon.umount().status.success());
+}

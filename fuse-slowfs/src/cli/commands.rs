@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use nix::sys::signal::{SigSet, Signal};
-use slowfs::control::{default_socket, request, Command as CtlCommand};
+use slowfs::control::{default_socket, nobody_listens, Command as CtlCommand};
 use slowfs::{ControlSocket, FaultTraceFile, Mount, MountConfig};
 use slowfs_faults::{FaultSpec, PROFILES};
 
@@ -36,6 +36,7 @@ fn spec(args: &FaultArgs) -> anyhow::Result<FaultSpec> {
     if args.seed.is_some() {
         spec.seed = args.seed;
     }
+    spec.check()?;
     Ok(spec)
 }
 
@@ -461,6 +462,18 @@ pub fn run(args: FaultArgs, quiet: bool, command: Vec<OsString>) -> anyhow::Resu
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }
 
+/// Sends a command to a daemon, saying on stderr what it waits for when the
+/// answer takes longer than a second.
+fn request(socket: &Path, command: &CtlCommand) -> std::io::Result<slowfs::control::Response> {
+    slowfs::control::request_noting_waits(socket, command, || {
+        eprintln!(
+            "slowfs: waiting for the daemon at {} to answer (giving up after {} s) ...",
+            socket.display(),
+            slowfs::control::ANSWER_LIMIT.as_secs()
+        )
+    })
+}
+
 /// The control socket of the mount at `mountpoint`: `socket` if given, else
 /// the default one.
 pub fn socket_of(mountpoint: &Path, socket: Option<PathBuf>) -> anyhow::Result<PathBuf> {
@@ -519,6 +532,8 @@ pub fn profiles(name: Option<String>) -> anyhow::Result<ExitCode> {
 pub fn check(file: PathBuf) -> anyhow::Result<ExitCode> {
     let mut spec = FaultSpec::default();
     spec.add_file(&file)?;
+    spec.check()
+        .with_context(|| format!("{}: every rule parses, but", file.display()))?;
     println!("{}: ok, {} rule(s)", file.display(), spec.rules.len());
     if let Some(seed) = spec.seed {
         println!("seed {seed}");
@@ -534,6 +549,7 @@ pub fn check(file: PathBuf) -> anyhow::Result<ExitCode> {
 pub fn umount(
     mountpoint: &Path,
     socket: Option<PathBuf>,
+    force: bool,
     timeout: Duration,
 ) -> anyhow::Result<ExitCode> {
     let Some(entry) = slowfs::mount_table::slowfs_at(mountpoint) else {
@@ -542,7 +558,7 @@ pub fn umount(
             mountpoint.display()
         );
     };
-    end_mount(&entry, socket, timeout)
+    end_mount(&entry, socket, force, timeout)
 }
 
 /// `umount --all`: every dead slowfs mount; with `force`, live ones too (the
@@ -555,7 +571,7 @@ pub fn umount_all(force: bool, timeout: Duration) -> anyhow::Result<ExitCode> {
     for entry in slowfs::mount_table::slowfs_mount_entries() {
         let mine = uid == 0 || entry.user_id == Some(uid);
         if entry.is_dead() || (force && mine) {
-            failed |= end_mount(&entry, None, timeout)? != ExitCode::SUCCESS;
+            failed |= end_mount(&entry, None, force, timeout)? != ExitCode::SUCCESS;
         } else {
             skipped += 1;
             let why = if mine {
@@ -576,9 +592,11 @@ pub fn umount_all(force: bool, timeout: Duration) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Ends one mount; `force` detaches one whose daemon is alive but does not answer.
 fn end_mount(
     entry: &slowfs::mount_table::MountEntry,
     socket: Option<PathBuf>,
+    force: bool,
     timeout: Duration,
 ) -> anyhow::Result<ExitCode> {
     let mountpoint = &entry.mountpoint;
@@ -595,23 +613,40 @@ fn end_mount(
         None => default_socket(mountpoint)?,
     };
     let answer = match request(&socket, &CtlCommand::Shutdown) {
-        // A daemon that answers is alive, even when it refuses: never cut it off.
-        Ok(answer) if !answer.ok => bail!(
-            "the daemon of {} answered but did not unmount: {}",
+        Ok(answer) if answer.ok => answer,
+        // A daemon that answers is alive, even when it refuses: never cut it off
+        // unless told to.
+        Ok(answer) if !force => bail!(
+            "the daemon of {} answered but did not unmount: {} \
+             (`slowfs umount --force {}` detaches the mount anyway)",
             mountpoint.display(),
-            answer.message
+            answer.message,
+            mountpoint.display()
         ),
-        answer => answer.ok(),
-    };
-    let Some(answer) = answer else {
-        detach(entry)?;
-        println!(
-            "unmounted {}: no daemon answered at {}; detached the mount and aborted its \
-             FUSE connection (requests still pending fail with ENOTCONN)",
+        // Connected but silent: stopped or overloaded, not dead.
+        Err(e) if !force && !nobody_listens(&e) => bail!(
+            "{e}. Nothing was changed: the daemon of {} still owns it. \
+             `slowfs umount --force {}` detaches the mount anyway (its pending \
+             requests fail with ENOTCONN)",
             mountpoint.display(),
-            socket.display()
-        );
-        return Ok(ExitCode::SUCCESS);
+            mountpoint.display()
+        ),
+        other => {
+            detach(entry)?;
+            let why = match other {
+                Err(e) if nobody_listens(&e) => {
+                    format!("no daemon answered at {}", socket.display())
+                }
+                Err(e) => format!("--force, and the daemon did not answer ({e})"),
+                Ok(answer) => format!("--force, and the daemon said: {}", answer.message),
+            };
+            println!(
+                "unmounted {}: {why}; detached the mount and aborted its \
+                 FUSE connection (requests still pending fail with ENOTCONN)",
+                mountpoint.display(),
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     println!("{}", answer.message);
     let Some(pid) = answer.data.get("pid").and_then(|p| p.as_i64()) else {

@@ -202,7 +202,9 @@ enum Command {
         #[arg(long)]
         all: bool,
         /// With --all: also end live mounts — your own; as root, everyone's.
-        #[arg(long, requires = "all")]
+        /// With a mountpoint: detach it even when its daemon is alive but does
+        /// not answer (stopped, overloaded); its pending requests fail with ENOTCONN.
+        #[arg(long)]
         force: bool,
         /// Control socket, if the mount was started with --ctl-socket.
         #[arg(long)]
@@ -477,7 +479,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             socket,
             timeout,
         } => match mountpoint {
-            Some(mountpoint) => commands::umount(&mountpoint, socket, timeout),
+            Some(mountpoint) => commands::umount(&mountpoint, socket, force, timeout),
             None => commands::umount_all(force, timeout),
         },
         Command::Explore(args) => explore::explore(args),

@@ -16,6 +16,7 @@ use fuser::{
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
+use super::contain::contain;
 use super::SlowFs;
 use super::{attributes, directories, entries, files, xattrs};
 
@@ -79,15 +80,15 @@ impl Filesystem for SlowFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        entries::lookup(self, req, parent, name, reply)
+        contain("lookup", || entries::lookup(self, req, parent, name, reply));
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.inner.inodes.forget(ino.0, nlookup);
+        contain("forget", || self.inner.inodes.forget(ino.0, nlookup));
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        attributes::getattr(self, req, ino, fh, reply)
+        contain("getattr", || attributes::getattr(self, req, ino, fh, reply));
     }
 
     fn setattr(
@@ -108,19 +109,21 @@ impl Filesystem for SlowFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let change = attributes::AttrChange {
-            mode,
-            uid,
-            gid,
-            size,
-            atime,
-            mtime,
-        };
-        attributes::setattr(self, req, ino, change, fh, reply)
+        contain("setattr", || {
+            let change = attributes::AttrChange {
+                mode,
+                uid,
+                gid,
+                size,
+                atime,
+                mtime,
+            };
+            attributes::setattr(self, req, ino, change, fh, reply)
+        });
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
-        entries::readlink(self, req, ino, reply)
+        contain("readlink", || entries::readlink(self, req, ino, reply));
     }
 
     fn mknod(
@@ -133,7 +136,9 @@ impl Filesystem for SlowFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        entries::mknod(self, req, parent, name, mode, umask, rdev, reply)
+        contain("mknod", || {
+            entries::mknod(self, req, parent, name, mode, umask, rdev, reply)
+        });
     }
 
     fn mkdir(
@@ -145,15 +150,17 @@ impl Filesystem for SlowFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        entries::mkdir(self, req, parent, name, mode, umask, reply)
+        contain("mkdir", || {
+            entries::mkdir(self, req, parent, name, mode, umask, reply)
+        });
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        entries::unlink(self, req, parent, name, reply)
+        contain("unlink", || entries::unlink(self, req, parent, name, reply));
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        entries::rmdir(self, req, parent, name, reply)
+        contain("rmdir", || entries::rmdir(self, req, parent, name, reply));
     }
 
     fn symlink(
@@ -164,7 +171,9 @@ impl Filesystem for SlowFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        entries::symlink(self, req, parent, link_name, target, reply)
+        contain("symlink", || {
+            entries::symlink(self, req, parent, link_name, target, reply)
+        });
     }
 
     fn rename(
@@ -177,7 +186,9 @@ impl Filesystem for SlowFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        entries::rename(self, req, parent, name, newparent, newname, flags, reply)
+        contain("rename", || {
+            entries::rename(self, req, parent, name, newparent, newname, flags, reply)
+        });
     }
 
     fn link(
@@ -188,11 +199,13 @@ impl Filesystem for SlowFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        entries::link(self, req, ino, newparent, newname, reply)
+        contain("link", || {
+            entries::link(self, req, ino, newparent, newname, reply)
+        });
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        files::open(self, req, ino, flags, reply)
+        contain("open", || files::open(self, req, ino, flags, reply));
     }
 
     fn read(
@@ -206,7 +219,9 @@ impl Filesystem for SlowFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        files::read(self, req, ino, fh, offset, size, reply)
+        contain("read", || {
+            files::read(self, req, ino, fh, offset, size, reply)
+        });
     }
 
     fn write(
@@ -221,7 +236,9 @@ impl Filesystem for SlowFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        files::write(self, req, ino, fh, offset, data, write_flags, reply)
+        contain("write", || {
+            files::write(self, req, ino, fh, offset, data, write_flags, reply)
+        });
     }
 
     fn flush(
@@ -232,7 +249,7 @@ impl Filesystem for SlowFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        files::flush(self, req, ino, fh, reply)
+        contain("flush", || files::flush(self, req, ino, fh, reply));
     }
 
     fn release(
@@ -245,7 +262,7 @@ impl Filesystem for SlowFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        files::release(self, req, ino, fh, reply)
+        contain("release", || files::release(self, req, ino, fh, reply));
     }
 
     fn fsync(
@@ -256,11 +273,13 @@ impl Filesystem for SlowFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        files::fsync(self, req, ino, fh, datasync, reply)
+        contain("fsync", || {
+            files::fsync(self, req, ino, fh, datasync, reply)
+        });
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        directories::opendir(self, req, ino, reply)
+        contain("opendir", || directories::opendir(self, req, ino, reply));
     }
 
     fn readdir(
@@ -271,7 +290,9 @@ impl Filesystem for SlowFs {
         offset: u64,
         reply: ReplyDirectory,
     ) {
-        directories::readdir(self, req, ino, fh, offset, reply)
+        contain("readdir", || {
+            directories::readdir(self, req, ino, fh, offset, reply)
+        });
     }
 
     fn releasedir(
@@ -282,7 +303,9 @@ impl Filesystem for SlowFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        directories::releasedir(self, req, ino, fh, reply)
+        contain("releasedir", || {
+            directories::releasedir(self, req, ino, fh, reply)
+        });
     }
 
     fn fsyncdir(
@@ -293,11 +316,13 @@ impl Filesystem for SlowFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        directories::fsyncdir(self, req, ino, fh, datasync, reply)
+        contain("fsyncdir", || {
+            directories::fsyncdir(self, req, ino, fh, datasync, reply)
+        });
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        attributes::statfs(self, req, ino, reply)
+        contain("statfs", || attributes::statfs(self, req, ino, reply));
     }
 
     fn setxattr(
@@ -310,23 +335,31 @@ impl Filesystem for SlowFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        xattrs::setxattr(self, req, ino, name, value, flags, reply)
+        contain("setxattr", || {
+            xattrs::setxattr(self, req, ino, name, value, flags, reply)
+        });
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        xattrs::getxattr(self, req, ino, name, size, reply)
+        contain("getxattr", || {
+            xattrs::getxattr(self, req, ino, name, size, reply)
+        });
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        xattrs::listxattr(self, req, ino, size, reply)
+        contain("listxattr", || {
+            xattrs::listxattr(self, req, ino, size, reply)
+        });
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        xattrs::removexattr(self, req, ino, name, reply)
+        contain("removexattr", || {
+            xattrs::removexattr(self, req, ino, name, reply)
+        });
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        attributes::access(self, req, ino, mask, reply)
+        contain("access", || attributes::access(self, req, ino, mask, reply));
     }
 
     fn create(
@@ -339,7 +372,9 @@ impl Filesystem for SlowFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        files::create(self, req, parent, name, mode, umask, flags, reply)
+        contain("create", || {
+            files::create(self, req, parent, name, mode, umask, flags, reply)
+        });
     }
 
     fn fallocate(
@@ -352,7 +387,9 @@ impl Filesystem for SlowFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        files::fallocate(self, req, ino, fh, offset, length, mode, reply)
+        contain("fallocate", || {
+            files::fallocate(self, req, ino, fh, offset, length, mode, reply)
+        });
     }
 
     fn lseek(
@@ -364,7 +401,9 @@ impl Filesystem for SlowFs {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        files::lseek(self, req, ino, fh, offset, whence, reply)
+        contain("lseek", || {
+            files::lseek(self, req, ino, fh, offset, whence, reply)
+        });
     }
 
     fn copy_file_range(
@@ -380,8 +419,10 @@ impl Filesystem for SlowFs {
         _flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        files::copy_file_range(
-            self, req, ino_in, fh_in, offset_in, ino_out, fh_out, offset_out, len, reply,
-        )
+        contain("copy_file_range", || {
+            files::copy_file_range(
+                self, req, ino_in, fh_in, offset_in, ino_out, fh_out, offset_out, len, reply,
+            )
+        });
     }
 }

@@ -3,6 +3,7 @@
 
 mod attributes;
 mod changes;
+pub(crate) mod contain;
 mod crash;
 mod directories;
 mod entries;
@@ -466,10 +467,18 @@ impl Inner {
         }
         let error = verdict.error.map(Errno::from_i32);
         let effects = verdict.effects;
-        let finish = move |inner: &Arc<Inner>, data: &[u8], fate: Fate| match (fate, error) {
-            (Fate::Interrupted, _) => done.respond(inner, Err::<(), _>(Errno::EINTR), |_, ()| {}),
-            (Fate::Run, Some(errno)) => done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
-            (Fate::Run, None) => job(inner, done, effects, data),
+        let panic_here = contain::test_panic_path() == Some(path);
+        let finish = move |inner: &Arc<Inner>, data: &[u8], fate: Fate| {
+            if panic_here {
+                panic!("SLOWFS_TEST_PANIC_PATH: a forced panic in a {op:?} request");
+            }
+            match (fate, error) {
+                (Fate::Interrupted, _) => {
+                    done.respond(inner, Err::<(), _>(Errno::EINTR), |_, ()| {})
+                }
+                (Fate::Run, Some(errno)) => done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
+                (Fate::Run, None) => job(inner, done, effects, data),
+            }
         };
         if verdict.delay.is_zero() && verdict.hang.is_none() {
             finish(self, data, Fate::Run);

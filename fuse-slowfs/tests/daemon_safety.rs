@@ -709,3 +709,78 @@ fn a_silent_daemon_is_named_quickly_and_not_detached_unless_forced() {
         "the detached daemon exits once continued"
     );
 }
+
+/// `--passthrough never`: a file opened before a `read short=` rule is added
+/// reads through the page cache, and the kernel takes a short page-cache fill
+/// for the end of the file. Such reads must come back whole (the rule applies
+/// to handles opened after it); they used to return 0 bytes mid-file.
+#[test]
+fn a_short_rule_never_makes_a_false_end_of_file_on_a_cached_handle() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    let _serial = serial();
+    let mount =
+        SlowMount::configured(&[], |config| config.passthrough = false).expect("mounting slowfs");
+    let data: Vec<u8> = (0..1 << 20).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(mount.path("big"), &data).unwrap();
+    let file = std::fs::File::open(mount.path("big")).unwrap();
+    mount.set("read short=1..512").unwrap();
+    let mut short_reads = 0;
+    for round in 0..64u64 {
+        // Drop the cached pages, so each read is a fill the daemon answers.
+        // SAFETY: an advice call on an fd we own.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let offset = (round * 16_384 + 512 * 1024) % (1 << 20);
+        let mut buf = vec![0u8; 4096];
+        let n = file.read_at(&mut buf, offset).unwrap();
+        assert!(
+            n > 0,
+            "read at {offset} of a 1 MiB file returned 0 (a false end of file)"
+        );
+        assert_eq!(buf[..n], data[offset as usize..offset as usize + n]);
+        if n < 4096 {
+            short_reads += 1;
+        }
+    }
+    assert_eq!(
+        short_reads, 0,
+        "a page-cache handle never sees a short count"
+    );
+    // A handle opened after the rule is direct-I/O: its reads are short, and
+    // never 0 before the end.
+    let fresh = std::fs::File::open(mount.path("big")).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = fresh.read_at(&mut buf, 512 * 1024).unwrap();
+    assert!(
+        (1..=512).contains(&n),
+        "a direct-I/O handle gets the short count: {n}"
+    );
+}
+
+/// `chown(f, -1, -1)` on a 6755 file: ext4 drops both set-ID bits (the group
+/// one because group-execute is set), and so must the mount, in both modes.
+/// The kernel sends it as a setattr naming nothing; it used to change nothing.
+#[test]
+fn chown_to_the_same_owner_drops_set_id_bits_as_the_backing_filesystem_does() {
+    use std::os::unix::fs::PermissionsExt;
+    let _serial = serial();
+    let chown_same = |path: &Path| {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string; -1 leaves owner and group as they are.
+        assert_eq!(unsafe { libc::chown(c.as_ptr(), u32::MAX, u32::MAX) }, 0);
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    };
+    let native = tempfile::tempdir().unwrap();
+    let f = native.path().join("f");
+    std::fs::write(&f, b"x").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o6755)).unwrap();
+    let expected = chown_same(&f);
+    assert_eq!(expected, 0o755, "the backing filesystem's own behaviour");
+    for passthrough in [true, false] {
+        let mount = SlowMount::configured(&[], |c| c.passthrough = passthrough).unwrap();
+        let f = mount.path("f");
+        std::fs::write(&f, b"x").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o6755)).unwrap();
+        assert_eq!(chown_same(&f), expected, "passthrough {passthrough}");
+    }
+}

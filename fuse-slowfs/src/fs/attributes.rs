@@ -157,6 +157,22 @@ pub(super) struct AttrChange {
     pub(super) mtime: Option<TimeOrNow>,
 }
 
+impl AttrChange {
+    /// A setattr that changes nothing the kernel names: what `chown(f, -1,
+    /// -1)` sends (its change time is not sent without the writeback cache).
+    /// On ext4 it drops the set-ID bits of a regular file, and the kernel
+    /// leaves that to a filesystem that handles kill-priv, as slowfs does: it
+    /// is passed on to the backing file as that chown.
+    fn is_ownership_touch(&self) -> bool {
+        self.mode.is_none()
+            && self.uid.is_none()
+            && self.gid.is_none()
+            && self.size.is_none()
+            && self.atime.is_none()
+            && self.mtime.is_none()
+    }
+}
+
 impl Inner {
     /// Applies a setattr: through the open handle when the kernel names one, else
     /// through the inode (by `/proc/self/fd`, or by name for a symlink's own times).
@@ -177,7 +193,7 @@ impl Inner {
         if let Some(mode) = change.mode {
             sys::chmod(target, mode & 0o7777)?;
         }
-        if change.uid.is_some() || change.gid.is_some() {
+        if change.uid.is_some() || change.gid.is_some() || change.is_ownership_touch() {
             let (uid, gid) = (
                 change.uid.unwrap_or(u32::MAX),
                 change.gid.unwrap_or(u32::MAX),

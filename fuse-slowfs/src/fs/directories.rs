@@ -21,7 +21,7 @@ pub(super) fn opendir(fs: &SlowFs, req: &Request, ino: INodeNo, reply: ReplyOpen
                         })
                     })
                 })
-                .map(|fd| inner.handles.insert(fd, None));
+                .map(|fd| inner.handles.insert(fd, None, false));
             done.respond(inner, result, |r, fh| {
                 r.opened(fh, FopenFlags::empty());
             })

@@ -49,7 +49,8 @@ pub(super) fn open(fs: &SlowFs, req: &Request, ino: INodeNo, flags: OpenFlags, r
             let backing = (passthrough && !privileged)
                 .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
                 .flatten();
-            let fh = inner.handles.insert(fd, backing.clone());
+            let direct_io = fopen.contains(FopenFlags::FOPEN_DIRECT_IO);
+            let fh = inner.handles.insert(fd, backing.clone(), direct_io);
             match backing {
                 Some(id) => {
                     let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
@@ -78,8 +79,8 @@ pub(super) fn read(
         &[],
         reply,
         move |inner, done, effects, _| {
-            let len = effects.short_to.map_or(size as usize, |s| s as usize);
             let result = inner.handles.get(fh).and_then(|h| {
+                let len = h.shortened(size as usize, effects.short_to);
                 lies::read(&effects, inner, ino.0, offset, || {
                     sys::pread(h.raw(), len, offset)
                 })
@@ -118,9 +119,9 @@ pub(super) fn write(
         data,
         reply,
         move |inner, done, effects, data| {
-            let data = &data[..effects.short_to.map_or(data.len(), |s| s as usize)];
             let mut dropped = false;
             let result = inner.handles.get(fh).and_then(|h| {
+                let data = &data[..h.shortened(data.len(), effects.short_to)];
                 lies::write(&effects, data.len(), || {
                     if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
                         dropped = sys::drop_privileges(h.raw(), caller)?;
@@ -235,7 +236,8 @@ pub(super) fn create(
             let backing = (passthrough && !sys::is_privileged(mode))
                 .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
                 .flatten();
-            let fh = inner.handles.insert(fd, backing.clone());
+            let direct_io = fopen.contains(FopenFlags::FOPEN_DIRECT_IO);
+            let fh = inner.handles.insert(fd, backing.clone(), direct_io);
             if backing.is_some() {
                 let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
                 inner.created_passthrough(fh.0, attr.ino.0, write);

@@ -30,6 +30,22 @@ pub struct Handle {
     pub unreported_write_back_error: std::sync::atomic::AtomicBool,
     /// For a file opened in kernel passthrough: its backing id (shared per inode).
     pub backing: Option<Arc<fuser::BackingId>>,
+    /// Opened with FOPEN_DIRECT_IO: its reads and writes are the caller's own,
+    /// so a short count reaches the caller. On any other handle they fill or
+    /// flush the page cache, where the kernel takes a short read for the end
+    /// of the file.
+    pub direct_io: bool,
+}
+
+impl Handle {
+    /// The bytes a read or write of `len` moves under a rule's short count:
+    /// shortened only where the caller sees the count (a direct-I/O handle).
+    pub fn shortened(&self, len: usize, short_to: Option<u64>) -> usize {
+        match short_to {
+            Some(short) if self.direct_io => (short as usize).min(len),
+            _ => len,
+        }
+    }
 }
 
 impl Handle {
@@ -48,7 +64,12 @@ pub struct Handles {
 
 impl Handles {
     /// Registers an open fd; returns its handle number.
-    pub fn insert(&self, fd: OwnedFd, backing: Option<Arc<fuser::BackingId>>) -> FileHandle {
+    pub fn insert(
+        &self,
+        fd: OwnedFd,
+        backing: Option<Arc<fuser::BackingId>>,
+        direct_io: bool,
+    ) -> FileHandle {
         let fh = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let handle = Arc::new(Handle {
             fd,
@@ -56,6 +77,7 @@ impl Handles {
             stale: Default::default(),
             unreported_write_back_error: Default::default(),
             backing,
+            direct_io,
         });
         self.map.lock().unwrap().insert(fh, handle);
         FileHandle(fh)

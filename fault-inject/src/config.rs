@@ -37,8 +37,6 @@ pub enum ConfigError {
     },
     /// No built-in profile has this name.
     UnknownProfile(String),
-    /// The rules parse one by one but cannot be used together.
-    RuleSet(crate::RuleSetError),
     /// A rule did not parse.
     Rule {
         /// Where the rule came from (`--set #2`, `slow.toml [[rule]] #1`).
@@ -64,7 +62,6 @@ impl fmt::Display for ConfigError {
                 )
             }
             ConfigError::Rule { origin, error } => write!(f, "{origin}: {error}"),
-            ConfigError::RuleSet(error) => write!(f, "{error}"),
         }
     }
 }
@@ -88,12 +85,6 @@ impl FaultSpec {
         let profile = profile(name).ok_or_else(|| ConfigError::UnknownProfile(name.into()))?;
         self.rules.extend(profile.parsed_rules());
         Ok(())
-    }
-
-    /// Checks that the rules can be used together in one mount (their path
-    /// globs build one matcher): run once all of them are added.
-    pub fn check(&self) -> Result<(), ConfigError> {
-        crate::check_rules(&self.rules).map_err(ConfigError::RuleSet)
     }
 
     /// Adds one rule string; `origin` says where it came from, for errors.

@@ -60,6 +60,5 @@ pub use parse::{parse_rule, ErrorKind, RuleError};
 pub use plan::{Decision, Effects, FaultPlan, FsyncFailure, Hang, RuleReport};
 pub use profile::{profile, Profile, PROFILES};
 pub use rule::{Action, Corruption, PathGlob, Rule, Trigger};
-pub use rule_index::{check_rules, RuleSetError};
 pub use throttle::TokenBucket;
 pub use units::{parse_duration, parse_rate, parse_size, DisplayDuration, DisplaySize};

@@ -9,7 +9,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::op::Op;
 use crate::rule::{Action, Rule};
-use crate::rule_index::{RuleIndex, RuleSetError};
+use crate::rule_index::RuleIndex;
 use crate::throttle::TokenBucket;
 
 /// What to do to one request: the combined effect of every rule that fired on it.
@@ -154,7 +154,7 @@ pub struct FaultPlan {
     trace: Option<crate::trace::FaultTrace>,
 }
 
-/// One version of the rule set with its index (see [`crate::rule_index`]),
+/// One version of the rule set with its index (see `rule_index`),
 /// built when the version is made, never inside a request.
 #[derive(Debug)]
 struct Rules {
@@ -164,14 +164,14 @@ struct Rules {
 
 impl Default for Rules {
     fn default() -> Rules {
-        Rules::new(Vec::new()).expect("no rules index")
+        Rules::new(Vec::new())
     }
 }
 
 impl Rules {
-    fn new(list: Vec<Arc<ActiveRule>>) -> Result<Rules, RuleSetError> {
-        let index = RuleIndex::new(list.iter().map(|r| &r.rule))?;
-        Ok(Rules { list, index })
+    fn new(list: Vec<Arc<ActiveRule>>) -> Rules {
+        let index = RuleIndex::new(list.iter().map(|r| &r.rule));
+        Rules { list, index }
     }
 
     fn is_empty(&self) -> bool {
@@ -194,19 +194,7 @@ impl Rules {
 
 impl FaultPlan {
     /// A plan with these rules; every rule's RNG is derived from `seed` and its id.
-    ///
-    /// # Panics
-    /// When the rules' path globs cannot be matched together: rules from users
-    /// go through [`FaultPlan::try_new`].
     pub fn new(seed: u64, rules: impl IntoIterator<Item = Rule>) -> FaultPlan {
-        FaultPlan::try_new(seed, rules).expect("rules whose globs can be matched together")
-    }
-
-    /// A plan with these rules, or why they cannot be used together.
-    pub fn try_new(
-        seed: u64,
-        rules: impl IntoIterator<Item = Rule>,
-    ) -> Result<FaultPlan, RuleSetError> {
         let plan = FaultPlan {
             seed,
             start: Instant::now(),
@@ -214,8 +202,8 @@ impl FaultPlan {
             next_id: Mutex::new(1),
             trace: None,
         };
-        plan.add_all(rules)?;
-        Ok(plan)
+        plan.add_all(rules);
+        plan
     }
 
     /// The run seed.
@@ -235,27 +223,26 @@ impl FaultPlan {
         self
     }
 
-    /// Adds a rule at runtime; returns its id. A rule whose glob cannot be
-    /// matched together with the others is refused and nothing changes.
-    pub fn add(&self, rule: Rule) -> Result<u64, RuleSetError> {
-        Ok(self.add_all([rule])?[0])
+    /// Adds a rule at runtime; returns its id.
+    pub fn add(&self, rule: Rule) -> u64 {
+        self.add_all([rule])[0]
     }
 
-    /// Adds rules at once (one index built for all of them); returns their
-    /// ids, or changes nothing.
-    pub fn add_all(&self, rules: impl IntoIterator<Item = Rule>) -> Result<Vec<u64>, RuleSetError> {
+    /// Adds rules at once (the index is built once for all of them); returns
+    /// their ids.
+    pub fn add_all(&self, rules: impl IntoIterator<Item = Rule>) -> Vec<u64> {
         let mut next_id = self.next_id.lock().unwrap();
         let mut list = self.current().list.clone();
         let mut ids = Vec::new();
         for rule in rules {
-            let id = *next_id + ids.len() as u64;
-            ids.push(id);
-            list.push(self.activate(id, rule));
+            ids.push(*next_id);
+            list.push(self.activate(*next_id, rule));
+            *next_id += 1;
         }
-        let next = Rules::new(list)?;
-        *next_id += ids.len() as u64;
-        *self.rules.write().unwrap() = Arc::new(next);
-        Ok(ids)
+        // Built before the swap, outside the lock requests read.
+        let next = Arc::new(Rules::new(list));
+        *self.rules.write().unwrap() = next;
+        ids
     }
 
     /// A rule with its own RNG stream (seed, id) and counters.
@@ -305,12 +292,8 @@ impl FaultPlan {
         if removed == 0 {
             return 0;
         }
-        // A subset of globs that were matched together builds again; were it
-        // ever refused, the rules stay as they are rather than vanish.
-        let Ok(next) = Rules::new(kept) else {
-            return 0;
-        };
-        *self.rules.write().unwrap() = Arc::new(next);
+        let next = Arc::new(Rules::new(kept));
+        *self.rules.write().unwrap() = next;
         removed
     }
 

@@ -575,13 +575,11 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
             }
             Ok(rule) => {
                 let text = rule.to_string();
-                match inner.plan.add(rule) {
-                    Ok(id) => Response::ok(
-                        format!("added rule #{id}: {text}"),
-                        serde_json::json!({ "id": id }),
-                    ),
-                    Err(e) => Response::fail(format!("refused `{text}`: {e}")),
-                }
+                let id = inner.plan.add(rule);
+                Response::ok(
+                    format!("added rule #{id}: {text}"),
+                    serde_json::json!({ "id": id }),
+                )
             }
             Err(e) => Response::fail(e.to_string()),
         },

@@ -218,8 +218,7 @@ impl Mount {
             crate::control::claim_socket(socket)?;
         }
         let seed = config.spec.seed.unwrap_or(config.default_seed);
-        let mut plan = FaultPlan::try_new(seed, config.spec.rules.iter().cloned())
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+        let mut plan = FaultPlan::new(seed, config.spec.rules.iter().cloned());
         plan = match &config.fault_trace {
             Some(FaultTraceFile::Record(file)) => plan.with_trace(FaultTrace::record(file)?),
             Some(FaultTraceFile::Replay(file)) => plan.with_trace(FaultTrace::replay(file)?),

@@ -65,8 +65,7 @@ pub fn abort_connection_minor(minor: u32) {
 /// Whether fusectl is mounted at `dir` (so that a connection missing from it has ended).
 fn fusectl_mounted(dir: &Path) -> bool {
     const FUSE_CTL_SUPER_MAGIC: i64 = 0x6573_5543;
-    nix::sys::statfs::statfs(dir)
-        .is_ok_and(|fs| fs.filesystem_type().0 as i64 == FUSE_CTL_SUPER_MAGIC)
+    nix::sys::statfs::statfs(dir).is_ok_and(|fs| fs.filesystem_type().0 == FUSE_CTL_SUPER_MAGIC)
 }
 
 /// Unmounts a slowfs whatever state it is in, including one whose daemon died

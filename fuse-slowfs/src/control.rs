@@ -585,6 +585,14 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
         },
         Command::Clear { id } => {
             let removed = inner.plan.clear(id);
+            // The rules' matchers and index were spread over the worker
+            // threads' malloc arenas: hand the freed pages back, so that a
+            // clear returns the memory the rules took.
+            // SAFETY: malloc_trim only releases free memory.
+            #[cfg(target_env = "gnu")]
+            unsafe {
+                libc::malloc_trim(0);
+            }
             match (id, removed) {
                 (Some(id), 0) => {
                     Response::fail(format!("no rule #{id} (see `slowfs ctl MOUNTPOINT rules`)"))

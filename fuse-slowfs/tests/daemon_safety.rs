@@ -402,6 +402,8 @@ fn mount_t_fuse_slowfs_works_through_the_helper() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
+    // A mount helper is silent on success (mount(8) passes its output on).
+    assert_eq!(text(&out), "", "the helper said something on success");
     let canonical = mountpoint.path().canonicalize().unwrap();
     assert!(slowfs::mount::slowfs_mounts().contains(&canonical));
     struct Unmount(PathBuf);

@@ -146,6 +146,11 @@ pub fn mount_helper(
     }
     let mut argv: Vec<std::ffi::OsString> =
         vec!["slowfs".into(), "mount".into(), "--background".into()];
+    // A mount helper is silent on success: mount(8) shows what it prints
+    // (xfstests compare that output, and 003/294 failed on these lines).
+    if !verbose {
+        argv.push("--quiet".into());
+    }
     argv.extend(["--backing".into(), source.clone().into_os_string()]);
     let mut generic = Vec::new();
     for option in words {
@@ -290,7 +295,11 @@ fn remount(
 /// `mount --background`: forks before any thread starts; the child mounts and
 /// serves (in a session of its own, detached from the terminal), the parent
 /// waits until the child says it is mounted, or why not, and returns that.
-pub fn mount_in_background(args: FaultArgs, mountpoint: PathBuf) -> anyhow::Result<ExitCode> {
+pub fn mount_in_background(
+    args: FaultArgs,
+    quiet: bool,
+    mountpoint: PathBuf,
+) -> anyhow::Result<ExitCode> {
     use std::io::{Read, Write as _};
     use std::os::fd::AsRawFd;
     let (read_end, write_end) = nix::unistd::pipe()?;
@@ -302,6 +311,7 @@ pub fn mount_in_background(args: FaultArgs, mountpoint: PathBuf) -> anyhow::Resu
             let mut said = String::new();
             std::fs::File::from(read_end).read_to_string(&mut said)?;
             match said.strip_prefix("ok ") {
+                Some(_) if quiet => Ok(ExitCode::SUCCESS),
                 Some(announce) => {
                     eprint!("{announce}");
                     eprintln!("slowfs: daemon pid {child} serves it until unmounted");

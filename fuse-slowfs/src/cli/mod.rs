@@ -88,6 +88,10 @@ enum Command {
         /// Return once mounted; the daemon serves in the background until unmounted.
         #[arg(long)]
         background: bool,
+        /// With --background: say nothing on success (errors are still printed),
+        /// as a mount helper must (mount(8) passes on what it prints).
+        #[arg(long, short = 'q', requires = "background")]
+        quiet: bool,
         /// Where to mount (an existing, empty directory).
         mountpoint: PathBuf,
     },
@@ -118,8 +122,8 @@ enum Command {
         /// Accepted for mount(8): sloppy (unknown options are still errors).
         #[arg(short = 's')]
         sloppy: bool,
-        /// Verbose (mount -v): on a remount, name slowfs's own options left as
-        /// mounted.
+        /// Verbose (mount -v): say what was mounted (silent otherwise, as mount
+        /// helpers are); on a remount, name slowfs's own options left as mounted.
         #[arg(short = 'v')]
         verbose: bool,
     },
@@ -431,10 +435,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mount {
             faults,
             background,
+            quiet,
             mountpoint,
         } => {
             if background {
-                commands::mount_in_background(faults, mountpoint)
+                commands::mount_in_background(faults, quiet, mountpoint)
             } else {
                 commands::mount(faults, mountpoint)
             }

@@ -138,6 +138,7 @@ fn a_driver_that_dies_fails_requests_instead_of_hanging() {
         "cmd:echo '{hello}'; read line; echo 'dying' >&2; exit 1"
     ))
     .unwrap();
+    use slowfs_harness::EngineFile;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -274,4 +275,57 @@ fn node_apis_match_their_expectations() {
             assert_eq!(cell.status, Pass, "{} x {}", cell.engine, cell.suite);
         }
     }
+}
+
+/// A driver that leaves one request unanswered: the cell fails at the request
+/// timeout (3 s here), naming the request, instead of running until its time
+/// limit with every later request waiting a timeout of its own.
+#[test]
+fn an_unanswered_request_is_named_and_ends_the_cell() {
+    let (_serial, config) = setup(8, 3);
+    let started = std::time::Instant::now();
+    let verdict =
+        slowfs_conformance::run_suite(Suite::Positioned, control("silent-once"), &config).verdict;
+    println!("{verdict}");
+    assert!(
+        matches!(&verdict, Verdict::Fail { reason, .. }
+            if reason.contains("left request #") && reason.contains("`write_at`") && reason.contains("unanswered")),
+        "{verdict}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+/// After a cancel, no request on the same handle goes out before the
+/// cancelled one is answered: the strict-handles control answers a cancelled
+/// write 200 ms late and refuses (EBADF) anything on its handle before that.
+/// The cancel suite used to send `close` 70 µs after a cancel.
+#[test]
+fn no_request_overtakes_a_cancelled_one_on_its_handle() {
+    let (_serial, _config) = setup(8, 5);
+    let dir = tempfile::tempdir().unwrap();
+    let engine = control("strict-handles");
+    use slowfs_harness::EngineFile;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let file = engine
+            .open(&dir.path().join("f"), &OpenOptions::read_write_create())
+            .await
+            .unwrap();
+        let write = file.write_at(vec![1u8; 100], 0);
+        // Dropped in flight: the runner sends `cancel`.
+        let dropped = tokio::time::timeout(std::time::Duration::from_millis(50), write).await;
+        assert!(dropped.is_err(), "the write should still be in flight");
+        let closed = file.close().await;
+        assert!(
+            closed.is_ok(),
+            "close overtook the cancelled write: {closed:?}"
+        );
+    });
 }

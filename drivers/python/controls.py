@@ -2,7 +2,7 @@
 """Negative-control drivers: deliberately broken engines that the conformance
 suites must catch. Each is the `to_thread` driver with one defect.
 
-    python3 controls.py --control ignore-cancel|blocking|failing-io|lost-errno|fake-io
+    python3 controls.py --control ignore-cancel|blocking|failing-io|lost-errno|fake-io|silent-once|strict-handles
 
   ignore-cancel  declares `cancel` and ignores it: the cancel suite must fail
                  (a cancelled request held by a hang stays unanswered)
@@ -14,6 +14,12 @@ suites must catch. Each is the `to_thread` driver with one defect.
   fake-io        does no I/O it reports: a write claims every byte without
                  writing, a read returns zeros (with a real read's count):
                  every suite must fail
+  silent-once    never answers its third write_at: the cell must fail at the
+                 request timeout, naming that request, not run to its time limit
+  strict-handles answers a cancelled request 200 ms late and refuses (EBADF)
+                 any request on its handle that comes before that answer: the
+                 runner must wait for a cancelled request's answer before
+                 reusing its handle (docs/driver-protocol.md)
 """
 import argparse
 import asyncio
@@ -96,12 +102,74 @@ class IgnoreCancelLib(slowfs_driver.ToThread):
     name = "control-ignore-cancel"
 
 
+class SilentOnce(slowfs_driver.ToThread):
+    name = "control-silent-once"
+    writes = 0
+
+    async def write_at(self, fd, offset, data):
+        SilentOnce.writes += 1
+        if SilentOnce.writes == 3:
+            await asyncio.Event().wait()  # never answers (nor on cancel)
+        return await super().write_at(fd, offset, data)
+
+
+class StrictHandles(slowfs_driver.Driver):
+    """Holds each cancelled request's answer back 200 ms and fails any request
+    on the same handle that arrives before it."""
+
+    def __init__(self, lib):
+        super().__init__(lib)
+        self.unanswered = {}  # file -> id of a cancelled request not yet answered
+        self.file_of = {}
+
+    async def serve_one(self, req):
+        rid, fid = req.get("id"), req.get("file")
+        early = self.unanswered.get(fid) if fid is not None else None
+        if early is not None:
+            self.send({"id": rid, "err": "EBADF", "errno": 9,
+                       "message": f"control strict-handles: request on file {fid} before "
+                                  f"cancelled request #{early} was answered"})
+            self.tasks.pop(rid, None)
+            return
+        self.file_of[rid] = fid
+        try:
+            result = {"id": rid, "ok": await self.handle(req)}
+        except asyncio.CancelledError:
+            result = {"id": rid, "err": "cancelled"}
+        except Exception as e:
+            result = self.failure(rid, e)
+        if rid in self.cancelled:
+            await asyncio.sleep(0.2)
+        self.unanswered.pop(self.file_of.pop(rid, None), None)
+        self.send(result)
+        self.tasks.pop(rid, None)
+
+    cancelled = set()
+
+    def cancel(self, rid):
+        self.cancelled.add(rid)
+        fid = self.file_of.get(rid)
+        if fid is not None:
+            self.unanswered[fid] = rid
+        super().cancel(rid)
+
+
+class StrictHandlesLib(slowfs_driver.ToThread):
+    name = "control-strict-handles"
+
+    async def write_at(self, fd, offset, data):
+        await asyncio.sleep(0.3)  # long enough to be cancelled in flight
+        return await super().write_at(fd, offset, data)
+
+
 CONTROLS = {
     "ignore-cancel": (IgnoreCancel, IgnoreCancelLib),
     "blocking": (slowfs_driver.Driver, Blocking),
     "failing-io": (slowfs_driver.Driver, FailingIo),
     "lost-errno": (slowfs_driver.Driver, LostErrno),
     "fake-io": (slowfs_driver.Driver, FakeIo),
+    "silent-once": (slowfs_driver.Driver, SilentOnce),
+    "strict-handles": (StrictHandles, StrictHandlesLib),
 }
 
 

@@ -59,6 +59,9 @@ struct Driver {
     child: Mutex<Child>,
     pending: Pending,
     last_cancel: LastCancel,
+    /// Per file handle, its last request that was cancelled: the next request
+    /// on that handle waits for its answer (docs/driver-protocol.md).
+    cancelled_on: Mutex<HashMap<u64, u64>>,
     dead: Arc<Mutex<Option<String>>>,
     next: AtomicU64,
     stderr: tempfile::NamedTempFile,
@@ -278,6 +281,7 @@ impl ExternalEngine {
                 child: Mutex::new(child),
                 pending,
                 last_cancel,
+                cancelled_on: Mutex::default(),
                 dead,
                 next: AtomicU64::new(1),
                 stderr,
@@ -293,7 +297,12 @@ impl ExternalEngine {
                 format!("{why}\n{}", stderr_tail(&driver.stderr)),
             ));
         }
+        let file = args.get("file").and_then(Value::as_u64);
+        if let Some(file) = file {
+            driver.await_cancelled_answer(file).await;
+        }
         let id = driver.next.fetch_add(1, Ordering::Relaxed);
+        let asked = describe(op, &args);
         args["id"] = json!(id);
         args["op"] = json!(op);
         let (tx, rx) = oneshot::channel();
@@ -313,6 +322,7 @@ impl ExternalEngine {
         let guard = CancelOnDrop {
             driver: Arc::clone(driver),
             id,
+            file,
             armed: true,
         };
         let timeout = request_timeout();
@@ -337,16 +347,53 @@ impl ExternalEngine {
             Err(_) => {
                 driver.pending.lock().unwrap().remove(&id);
                 driver.send_cancel(id);
-                Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("driver did not answer `{op}` in {timeout:?}"),
-                ))
+                // A driver that leaves a request unanswered this long is
+                // broken for the rest of the cell: every other request fails
+                // now, naming this one, instead of each waiting its own
+                // timeout until the cell's time runs out.
+                let why = format!(
+                    "the driver left request #{id} {asked} unanswered for {} s \
+                     (SLOWFS_DRIVER_TIMEOUT_MS); no later request was sent to it",
+                    timeout.as_secs_f64()
+                );
+                *driver.dead.lock().unwrap() = Some(why.clone());
+                for (_, tx) in driver.pending.lock().unwrap().drain() {
+                    let _ = tx.send(Err(io::Error::new(io::ErrorKind::TimedOut, why.clone())));
+                }
+                Err(io::Error::new(io::ErrorKind::TimedOut, why))
             }
         }
     }
 }
 
+/// A request as people read it: `write_at {"file":3,"offset":0,"data":"<512 bytes>"}`.
+fn describe(op: &str, args: &Value) -> String {
+    let mut shown = args.clone();
+    if let Some(data) = shown.get_mut("data") {
+        let bytes = data.as_str().map_or(0, |b64| b64.len() / 4 * 3);
+        *data = json!(format!("<~{bytes} bytes>"));
+    }
+    format!("`{op}` {shown}")
+}
+
 impl Driver {
+    /// Waits (at most the request timeout) until the driver has answered the
+    /// last cancelled request on `file`, so that no request on a handle
+    /// overtakes a cancelled one still in flight (a `close` sent while a
+    /// cancelled `write_at` runs would pull the handle from under it).
+    async fn await_cancelled_answer(&self, file: u64) {
+        let Some(id) = self.cancelled_on.lock().unwrap().remove(&file) else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + request_timeout();
+        while self.pending.lock().unwrap().contains_key(&id)
+            && self.dead.lock().unwrap().is_none()
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     fn send_cancel(&self, id: u64) {
         let line = format!("{}\n", json!({ "cancel": id }));
         let _ = self.stdin.lock().unwrap().write_all(line.as_bytes());
@@ -357,6 +404,8 @@ impl Driver {
 struct CancelOnDrop {
     driver: Arc<Driver>,
     id: u64,
+    /// The file handle the request is on, if any.
+    file: Option<u64>,
     armed: bool,
 }
 
@@ -366,6 +415,13 @@ impl Drop for CancelOnDrop {
             // Keep the pending entry: the op is in flight in the driver until it
             // answers (cancelled or done), which keeps in_flight() honest.
             *self.driver.last_cancel.lock().unwrap() = Some((self.id, CancelAnswer::Pending));
+            if let Some(file) = self.file {
+                self.driver
+                    .cancelled_on
+                    .lock()
+                    .unwrap()
+                    .insert(file, self.id);
+            }
             self.driver.send_cancel(self.id);
         }
     }

@@ -171,6 +171,15 @@ class Mount:
     def __fspath__(self) -> str:
         return str(self.path)
 
+    @property
+    def seed_used(self) -> Optional[int]:
+        """The seed the mount's faults are drawn with: the one given, else the
+        one the daemon chose and printed (``None`` before ``start()``)."""
+        if self.seed is not None:
+            return self.seed
+        found = re.search(r"slowfs: seed (\d+)", self.daemon_output())
+        return int(found.group(1)) if found else None
+
     def daemon_output(self) -> str:
         """What the daemon printed so far (its seed, warnings, errors)."""
         if self._log is None:
@@ -213,7 +222,9 @@ class Mount:
         self.ctl("crash")
 
     def durable(self) -> dict:
-        """What a crash now would lose (needs crash_model="strict"), as a dict."""
+        """What a crash now would lose (needs crash_model="strict"), as a dict:
+        the operations not yet durable and the paths at risk, e.g.
+        ``assert not m.durable()["at_risk"]`` after a save that should be durable."""
         return json.loads(self.ctl("durable", "--json"))
 
     def stats(self) -> dict:

@@ -10,10 +10,15 @@
   mount: an existing test suite on slow storage, unchanged.
 """
 
+import functools
+import os
+import shlex
 import signal
+import subprocess
 
 import pytest
 
+from ._binaries import binary
 from ._mount import Mount
 
 _SESSION_MOUNT = "_slowfs_session_mount"
@@ -21,11 +26,13 @@ _SESSION_MOUNT = "_slowfs_session_mount"
 
 def pytest_addoption(parser):
     group = parser.getgroup("slowfs", "slow, flaky storage for tests (slowfs)")
+    names = _profile_names()
     group.addoption(
         "--slowfs-profile",
         metavar="NAME",
         help="put tmp_path/tmpdir of every test on a slowfs mount with this "
-        "profile (see `slowfs profiles`: nfs, slow-disk, ...)",
+        "profile, one of: "
+        + (", ".join(names) if names else "see `slowfs profiles`"),
     )
     group.addoption(
         "--slowfs-rule",
@@ -38,7 +45,24 @@ def pytest_addoption(parser):
         "--slowfs-seed",
         type=int,
         metavar="N",
-        help="seed for the faults of the --slowfs-profile/--slowfs-rule mount",
+        help="seed for the faults of the --slowfs-profile/--slowfs-rule mount "
+        "(printed in the header; the slowfs fixture takes $SLOWFS_SEED)",
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def _profile_names():
+    """The built-in profiles, as the installed binary lists them (empty when
+    it cannot be run: the mount then says what is wrong)."""
+    try:
+        listed = subprocess.run(
+            [binary("slowfs"), "profiles"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(
+        line.split()[0] for line in listed.splitlines() if line and not line[0].isspace()
+        and not line.startswith("`")
     )
 
 
@@ -55,6 +79,12 @@ def pytest_configure(config):
     rules = config.getoption("slowfs_rule")
     if not profile and not rules:
         return
+    names = _profile_names()
+    if profile and names and profile not in names:
+        raise pytest.UsageError(
+            f"--slowfs-profile {profile}: no such profile; the profiles are "
+            f"{', '.join(names)} (`slowfs profiles NAME` describes one)"
+        )
     if getattr(config, "workerinput", None) is None and config.getoption("basetemp"):
         raise pytest.UsageError("--slowfs-profile/--slowfs-rule choose the basetemp: drop --basetemp")
     mount = Mount(profile=profile, rules=rules, seed=config.getoption("slowfs_seed"))
@@ -67,8 +97,37 @@ def pytest_configure(config):
 def pytest_report_header(config):
     mount = getattr(config, _SESSION_MOUNT, None)
     if mount is not None:
-        return f"slowfs: tmp_path on {mount.path} ({mount.profile or ''} {' '.join(mount.rules)})"
+        what = " ".join(filter(None, [mount.profile, *mount.rules]))
+        return (
+            f"slowfs: tmp_path on {mount.path} ({what}), seed {mount.seed_used} "
+            f"(replay: --slowfs-seed {mount.seed_used})"
+        )
     return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # A failing test on slowfs says the seed its faults were drawn with and
+    # how to run it again with the same faults.
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    mount = getattr(item, "_slowfs_mount", None)
+    if mount is not None:
+        seed = mount.seed_used
+        replay = f"SLOWFS_SEED={seed} pytest {shlex.quote(item.nodeid)}"
+    else:
+        mount = getattr(item.config, _SESSION_MOUNT, None)
+        if mount is None:
+            return
+        seed = mount.seed_used
+        replay = f"pytest {shlex.quote(item.nodeid)} " + " ".join(
+            [f"--slowfs-profile {mount.profile}"] * bool(mount.profile)
+            + [f"--slowfs-rule {shlex.quote(r)}" for r in mount.rules]
+            + [f"--slowfs-seed {seed}"]
+        )
+    report.sections.append(("slowfs", f"seed {seed}; replay: {replay}"))
 
 
 def pytest_unconfigure(config):
@@ -105,8 +164,11 @@ def slowfs(request):
         )
     if isinstance(options.get("rules"), str):
         options["rules"] = [options["rules"]]
+    if options.get("seed") is None and os.environ.get("SLOWFS_SEED"):
+        options["seed"] = int(os.environ["SLOWFS_SEED"])
     mount = Mount(**options)
     mount.start()
+    request.node._slowfs_mount = mount
     try:
         yield mount
     finally:

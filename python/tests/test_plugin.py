@@ -163,11 +163,63 @@ def test_a_whole_suite_runs_on_slow_storage(pytester):
     pytester.runpytest_subprocess().assert_outcomes(failed=2)
 
 
-def test_a_bad_profile_is_a_clear_error(pytester):
+def test_a_bad_profile_is_a_usage_error_naming_the_real_ones(pytester):
     pytester.makepyfile("def test_a(): pass")
-    result = pytester.run(sys.executable, "-m", "pytest", "--slowfs-profile", "nfss")
-    assert result.ret != 0
-    result.stderr.fnmatch_lines(["*slowfs mount failed*nfs*"])
+    result = pytester.run(sys.executable, "-m", "pytest", "--slowfs-profile", "slow-disk")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stderr.str()
+    result.stderr.fnmatch_lines(["*--slowfs-profile slow-disk: no such profile*nfs, slow-fsync*"])
+    assert "INTERNALERROR" not in result.stderr.str() + result.stdout.str()
+    # --help lists the binary's profiles, and no made-up one.
+    helped = pytester.run(sys.executable, "-m", "pytest", "--help").stdout.str()
+    assert "slow-fsync" in helped and "slow-disk" not in helped, helped
+
+
+def test_a_failing_test_says_its_seed_and_how_to_replay_it(pytester):
+    pytester.makepyfile(
+        """
+        import os, pytest
+
+        @pytest.mark.slowfs(rules=["read error=EIO p=0.5"])
+        def test_flaky_read(slowfs):
+            (slowfs.path / "f").write_bytes(b"x" * 10)
+            fd = os.open(slowfs.path / "f", os.O_RDONLY)
+            good = 0
+            try:
+                for _ in range(40):
+                    os.pread(fd, 1, 0)
+                    good += 1
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+            assert good == 40, f"EIO after {good} good reads"
+        """
+    )
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(failed=1)
+    line = next(l for l in result.outlines if "replay: SLOWFS_SEED=" in l)
+    seed = int(line.split("seed ")[1].split(";")[0])
+    # The replay: the same seed gives the same failure.
+    os.environ["SLOWFS_SEED"] = str(seed)
+    try:
+        first = pytester.runpytest_subprocess()
+        second = pytester.runpytest_subprocess()
+    finally:
+        del os.environ["SLOWFS_SEED"]
+    first.assert_outcomes(failed=1)
+    second.assert_outcomes(failed=1)
+    assert f"seed {seed};" in first.stdout.str()
+    def failing_step(run):
+        return [l for l in run.outlines if "EIO after" in l]
+
+    assert failing_step(first) and failing_step(first) == failing_step(second)
+
+
+def test_the_header_says_the_session_mounts_seed(pytester):
+    pytester.makepyfile("def test_a(tmp_path): (tmp_path / 'x').write_text('x')")
+    result = pytester.run(sys.executable, "-m", "pytest", "--slowfs-profile", "nfs")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["slowfs: tmp_path on * (nfs), seed *(replay: --slowfs-seed *)"])
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])

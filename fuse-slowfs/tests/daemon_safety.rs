@@ -801,3 +801,113 @@ fn chown_to_the_same_owner_drops_set_id_bits_as_the_backing_filesystem_does() {
         assert_eq!(chown_same(&f), expected, "passthrough {passthrough}");
     }
 }
+
+/// Random bytes and random commands on the control socket (seeded: the seed
+/// is printed, SLOWFS_FUZZ_SEED replays it): every line is answered or
+/// refused, the daemon never dies, and the mount serves afterwards.
+#[test]
+fn junk_on_the_control_socket_never_hurts_the_daemon() {
+    use rand::{Rng, SeedableRng};
+    use std::io::{BufRead, BufReader, Write};
+    let _serial = serial();
+    let seed: u64 = std::env::var("SLOWFS_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos() as u64);
+    println!("control socket fuzz: seed {seed} (SLOWFS_FUZZ_SEED={seed} replays it)");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut daemon = Daemon::start(Options::default());
+    std::fs::write(daemon.backing.join("f"), b"still served").unwrap();
+    let socket = std::fs::read_dir(&daemon.runtime_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let commands = [
+        "stats", "set", "clear", "rules", "release", "crash", "durable", "info",
+    ];
+    let words = [
+        "read",
+        "write",
+        "delay=1ms",
+        "error=EIO",
+        "path=**",
+        "hang=1ms",
+        "short=1..9",
+        "p=0.5",
+        "crash",
+        "{",
+        "\"",
+        "\\",
+        "ü",
+        "..",
+        "=",
+    ];
+    let mut answered = 0;
+    for round in 0..300 {
+        let line: Vec<u8> = match rng.gen_range(0..4) {
+            // Raw bytes, newlines and NULs included.
+            0 => (0..rng.gen_range(0..200)).map(|_| rng.gen()).collect(),
+            // JSON of a random command with a random rule.
+            1 | 2 => {
+                let rule: Vec<&str> = (0..rng.gen_range(0..6))
+                    .map(|_| words[rng.gen_range(0..words.len())])
+                    .collect();
+                let cmd = commands[rng.gen_range(0..commands.len())];
+                serde_json::json!({ "cmd": cmd, "rule": rule.join(" "), "id": rng.gen::<i64>() })
+                    .to_string()
+                    .into_bytes()
+            }
+            // Truncated or mangled JSON.
+            _ => {
+                let mut text = br#"{"cmd":"set","rule":"read delay=1ms"}"#.to_vec();
+                let cut = rng.gen_range(0..text.len());
+                text.truncate(cut);
+                text
+            }
+        };
+        let mut stream = UnixStream::connect(&socket).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let _ = stream.write_all(&line);
+        let _ = stream.write_all(b"\n");
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut reader = BufReader::new(&stream);
+        let mut answer = String::new();
+        if reader.read_line(&mut answer).unwrap_or(0) > 0 {
+            answered += 1;
+            assert!(
+                serde_json::from_str::<serde_json::Value>(&answer).is_ok(),
+                "seed {seed} round {round}: not a JSON answer: {answer:?}"
+            );
+        }
+        assert!(
+            daemon.child.try_wait().unwrap().is_none(),
+            "seed {seed} round {round}: the daemon died on {line:?}"
+        );
+    }
+    // A crash command may have run: leave no hang or crash rule behind.
+    let _ = daemon
+        .cli()
+        .arg("ctl")
+        .arg(&daemon.mountpoint)
+        .arg("clear")
+        .output();
+    let _ = daemon
+        .cli()
+        .arg("ctl")
+        .arg(&daemon.mountpoint)
+        .arg("release")
+        .output();
+    println!("{answered} of 300 lines answered");
+    assert!(answered > 150, "seed {seed}: only {answered} answers");
+    assert_eq!(
+        std::fs::read(daemon.mountpoint.join("f")).unwrap(),
+        b"still served",
+        "seed {seed}"
+    );
+    assert!(daemon.umount().status.success());
+    assert!(daemon.wait_exit(Duration::from_secs(10)).is_some());
+}

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use slowfs::explore::{
-    checker_reads_crash_point, explore as run_explore, log_digest, materialize, merge, record,
-    replay, CheckSettings, Cut, Exploration, ExploreConfig, Judgement, Progress, Running, SavedRun,
-    ShardReport,
+    anchored_to, checker_reads_crash_point, explore as run_explore, log_digest, materialize, merge,
+    record, replay, CheckSettings, Cut, Exploration, ExploreConfig, Judgement, Progress, Running,
+    SavedRun, ShardReport,
 };
 use slowfs::signals::block_termination;
 use slowfs_faults::crash::report::Group;
@@ -29,10 +29,12 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     if !args.merge.is_empty() {
         return merge_shards(&args);
     }
-    let check = args
-        .check
-        .clone()
-        .expect("clap requires --check without --replay");
+    let check = anchored_to(
+        args.check
+            .as_deref()
+            .expect("clap requires --check without --replay"),
+        &std::env::current_dir()?,
+    );
     if args.workload.is_empty() {
         bail!("give the workload after --, e.g. slowfs explore --check ./check.sh -- ./export.sh");
     }
@@ -666,6 +668,7 @@ fn replay_one(saved_path: &Path, args: &ExploreArgs) -> anyhow::Result<ExitCode>
     let state = args.state.as_deref().unwrap_or_default();
     let mut saved = SavedRun::load(saved_path)?;
     if let Some(check) = &args.check {
+        let check = &anchored_to(check, &std::env::current_dir()?);
         if *check != saved.settings.check {
             eprintln!(
                 "slowfs explore: checking with `{check}` (the run used `{}`)",

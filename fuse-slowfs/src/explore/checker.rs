@@ -264,3 +264,44 @@ fn one_shot(
         Judgement::Rejected(code, text)
     })
 }
+
+/// The checker command with a relative program path made absolute against
+/// `cwd`, the directory `slowfs explore` was started in: the checker runs in
+/// each state's directory, where `./check.sh` would name nothing, but the
+/// user wrote it meaning the file beside them. Only a first word that names
+/// an existing file there is changed; anything else is left to the shell.
+pub fn anchored_to(check: &str, cwd: &Path) -> String {
+    let trimmed = check.trim_start();
+    let first = trimmed.split_whitespace().next().unwrap_or_default();
+    let relative_path = first.contains('/') && !first.starts_with('/');
+    let quoted_or_shell = first.contains(['\'', '"', '$', '`', '\\', '=']);
+    if !relative_path || quoted_or_shell || !cwd.join(first).is_file() {
+        return check.to_string();
+    }
+    let absolute = cwd.join(first);
+    let shown = absolute.to_string_lossy().replace('\'', "'\\''");
+    format!("'{shown}'{}", &trimmed[first.len()..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::anchored_to;
+
+    #[test]
+    fn a_relative_checker_means_the_file_beside_the_user() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("check.sh"), "exit 0").unwrap();
+        let here = dir.path();
+        let abs = format!("'{}'", here.join("check.sh").display());
+        assert_eq!(anchored_to("./check.sh", here), abs);
+        assert_eq!(
+            anchored_to("./check.sh --strict x", here),
+            format!("{abs} --strict x")
+        );
+        // Not a file here, absolute, a plain command or shell syntax: unchanged.
+        assert_eq!(anchored_to("./missing.sh", here), "./missing.sh");
+        assert_eq!(anchored_to("/bin/true", here), "/bin/true");
+        assert_eq!(anchored_to("python3 check.py", here), "python3 check.py");
+        assert_eq!(anchored_to("X=1 ./check.sh", here), "X=1 ./check.sh");
+    }
+}

@@ -41,7 +41,7 @@ use slowfs_faults::shard::Shard;
 pub use crate::tree_io::{materialize, scan};
 mod shards;
 
-pub use checker::{Checker, Judgement, Running, StateRef};
+pub use checker::{anchored_to, Checker, Judgement, Running, StateRef};
 pub use record::{record, CheckSettings, Recorded, SavedRun};
 pub use shards::{log_digest, merge, ShardReport};
 

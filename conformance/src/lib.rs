@@ -292,8 +292,11 @@ impl std::fmt::Display for Verdict {
 pub struct Outcome {
     /// The finding.
     pub verdict: Verdict,
-    /// Cases run (including shrinking).
+    /// Cases run (a failing one included, its shrinking not).
     pub cases: u32,
+    /// Runs of the property spent shrinking a failing case to its minimal trace.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shrink_steps: u32,
     /// Wall time.
     pub seconds: f64,
     /// loop-lag: worst heartbeat lateness.
@@ -320,6 +323,10 @@ impl Outcome {
                 Some(work) => format!("{} cases passed; {work}", self.cases),
                 None => format!("{} cases passed", self.cases),
             },
+            Verdict::Fail { reason, trace } if self.shrink_steps > 0 => format!(
+                "{reason}\nminimal trace (case {} failed; {} shrink steps):\n{trace}",
+                self.cases, self.shrink_steps
+            ),
             Verdict::Fail { reason, trace } => format!("{reason}\nminimal trace:\n{trace}"),
             Verdict::Unsupported { reason, .. } | Verdict::Inconclusive { reason } => {
                 reason.clone()
@@ -391,11 +398,17 @@ pub fn crashed_outcome(reason: String) -> Outcome {
     )
 }
 
+/// For serde: a zero count is left out.
+pub(crate) fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 /// An outcome with no measurements yet.
 pub(crate) fn outcome(verdict: Verdict, cases: u32) -> Outcome {
     Outcome {
         verdict,
         cases,
+        shrink_steps: 0,
         seconds: 0.0,
         max_lag_ms: None,
         p99_lag_ms: None,

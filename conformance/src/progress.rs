@@ -79,8 +79,12 @@ impl Progress {
         } else {
             ""
         };
+        let shrunk = match cell.shrink_steps {
+            0 => String::new(),
+            n => format!(", {n} shrink steps"),
+        };
         eprintln!(
-            "{clear}  {label}: {} ({} cases, {:.1}s){mark}",
+            "{clear}  {label}: {} ({} cases{shrunk}, {:.1}s){mark}",
             cell.status.name(),
             cell.cases,
             cell.seconds

@@ -38,13 +38,26 @@ where
         config,
         TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
     );
-    let runs = std::cell::Cell::new(0u32);
+    // Runs up to and including the first failure are cases; after it, shrinking.
+    let cases = std::cell::Cell::new(0u32);
+    let shrink_steps = std::cell::Cell::new(0u32);
+    let failed = std::cell::Cell::new(false);
     let result = runner.run(&strategy, |input| {
-        runs.set(runs.get() + 1);
-        property(&input).map_err(TestCaseError::fail)
+        if failed.get() {
+            shrink_steps.set(shrink_steps.get() + 1);
+        } else {
+            cases.set(cases.get() + 1);
+        }
+        let result = property(&input);
+        failed.set(failed.get() || result.is_err());
+        result.map_err(TestCaseError::fail)
     });
+    let outcome = |verdict| Outcome {
+        shrink_steps: shrink_steps.get(),
+        ..outcome(verdict, cases.get())
+    };
     match result {
-        Ok(()) => outcome(Verdict::Pass, runs.get()),
+        Ok(()) => outcome(Verdict::Pass),
         Err(TestError::Fail(reason, minimal)) => {
             let reason = reason.to_string();
             let mut rendered = trace(&minimal);
@@ -56,21 +69,15 @@ where
                     .collect::<Vec<_>>()
                     .join("\n");
             }
-            outcome(
-                Verdict::Fail {
-                    reason,
-                    trace: rendered,
-                },
-                runs.get(),
-            )
+            outcome(Verdict::Fail {
+                reason,
+                trace: rendered,
+            })
         }
-        Err(TestError::Abort(reason)) => outcome(
-            Verdict::Fail {
-                reason: format!("aborted: {reason}"),
-                trace: String::new(),
-            },
-            runs.get(),
-        ),
+        Err(TestError::Abort(reason)) => outcome(Verdict::Fail {
+            reason: format!("aborted: {reason}"),
+            trace: String::new(),
+        }),
     }
 }
 
@@ -103,6 +110,8 @@ mod tests {
                 None => Ok(()),
             },
         );
+        assert!(outcome.cases <= 8, "cases: {}", outcome.cases);
+        assert!(outcome.shrink_steps > 0, "the failing case was shrunk");
         let Verdict::Fail { trace, .. } = outcome.verdict else {
             panic!("some case has a 3");
         };

@@ -60,8 +60,11 @@ pub struct Cell {
     pub suite: String,
     /// The status.
     pub status: Status,
-    /// Cases run.
+    /// Cases run (a failing one included, its shrinking not).
     pub cases: u32,
+    /// Runs spent shrinking a failing case.
+    #[serde(default, skip_serializing_if = "crate::is_zero")]
+    pub shrink_steps: u32,
     /// Wall time.
     pub seconds: f64,
     /// What happened: the failure with its minimal trace, or why unsupported.
@@ -100,6 +103,7 @@ impl Cell {
             suite: planned.suite.name().to_string(),
             status,
             cases: outcome.cases,
+            shrink_steps: outcome.shrink_steps,
             seconds: outcome.seconds,
             detail: outcome.detail(),
             replay: planned.replay(config),
@@ -123,6 +127,7 @@ impl Cell {
             suite: planned.suite.name().to_string(),
             status: Status::Timeout,
             cases: 0,
+            shrink_steps: 0,
             seconds,
             unexpected: Some(detail.clone()),
             detail,

@@ -9,8 +9,9 @@ export PATH="$HOME/.cargo/bin:$PATH"
 say() { echo "scripts/test.sh: $*" >&2; }
 
 # Debian packages: fusermount3 (non-root mounts), libacl1-dev (building pjdfstest),
-# fio (benchmarks and the fio test), tmux (the `slowfs top` test runs it in a terminal).
-packages=(fuse3 libacl1-dev fio tmux)
+# fio (benchmarks and the fio test), tmux (the `slowfs top` test runs it in a terminal),
+# chromium (the HTML report's browser test).
+packages=(fuse3 libacl1-dev fio tmux chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -45,6 +45,7 @@
 pub mod broken;
 pub mod expectations;
 pub mod fault_traces;
+pub mod html;
 pub mod isolation;
 pub mod model;
 pub mod progress;

@@ -87,6 +87,10 @@ enum Command {
         /// Write the matrix as JUnit XML.
         #[arg(long)]
         junit: Option<PathBuf>,
+        /// Write the matrix as one self-contained HTML page (a CI artifact):
+        /// each cell's status, reason and replay command.
+        #[arg(long)]
+        html: Option<PathBuf>,
         /// Run only shard K of N (1-based, e.g. 2/4): every Nth cell of the
         /// plan, so N CI jobs share a long run. Needs --seed (the shards must
         /// agree on it) and --json; `merge` joins the shards' reports.
@@ -116,6 +120,9 @@ enum Command {
         /// Write the merged matrix as JUnit XML.
         #[arg(long)]
         junit: Option<PathBuf>,
+        /// Write the merged matrix as one self-contained HTML page.
+        #[arg(long)]
+        html: Option<PathBuf>,
     },
     /// List engines, suites and how to name a driver.
     List,
@@ -211,6 +218,7 @@ fn main() -> ExitCode {
             timeout,
             json,
             junit,
+            html,
             shard,
             fault_traces,
             replay_faults,
@@ -336,12 +344,13 @@ fn main() -> ExitCode {
                     planned.len()
                 );
             }
-            finish(&report, json, junit)
+            finish(&report, json, junit, html)
         }
         Command::Merge {
             reports,
             json,
             junit,
+            html,
         } => {
             let mut loaded = Vec::new();
             for path in &reports {
@@ -362,7 +371,7 @@ fn main() -> ExitCode {
                 }
             }
             match shard::merge(loaded) {
-                Ok(report) => finish(&report, json, junit),
+                Ok(report) => finish(&report, json, junit, html),
                 Err(e) => {
                     eprintln!("slowfs-conformance merge: {e}");
                     ExitCode::from(2)
@@ -373,7 +382,12 @@ fn main() -> ExitCode {
 }
 
 /// Prints the matrix, writes the requested files, and gives the exit status.
-fn finish(report: &Report, json: Option<PathBuf>, junit: Option<PathBuf>) -> ExitCode {
+fn finish(
+    report: &Report,
+    json: Option<PathBuf>,
+    junit: Option<PathBuf>,
+    html: Option<PathBuf>,
+) -> ExitCode {
     print!("{}", report.render());
     let written = json
         .map(|path| {
@@ -383,7 +397,8 @@ fn finish(report: &Report, json: Option<PathBuf>, junit: Option<PathBuf>) -> Exi
             )
         })
         .into_iter()
-        .chain(junit.map(|path| (path, report.junit())));
+        .chain(junit.map(|path| (path, report.junit())))
+        .chain(html.map(|path| (path, slowfs_conformance::html::page(report))));
     for (path, text) in written {
         if let Err(e) = std::fs::write(&path, text) {
             eprintln!("slowfs-conformance: writing {}: {e}", path.display());

@@ -138,7 +138,6 @@ fn a_driver_that_dies_fails_requests_instead_of_hanging() {
         "cmd:echo '{hello}'; read line; echo 'dying' >&2; exit 1"
     ))
     .unwrap();
-    use slowfs_harness::EngineFile;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -1,0 +1,149 @@
+//! Docs that cannot drift: every ```sh block in README.md, docs/ and
+//! python/README.md runs here exactly as written, each in a fresh directory
+//! with the built `slowfs` and `slowfs-conformance` first on PATH, and must
+//! exit 0. A block that is not meant to be pasted as it stands says so in its
+//! info string (```sh no-run: why); one that needs a file the doc tells the
+//! reader to make or copy names it (```sh needs=my_driver.py), and the file
+//! is made here from the doc that holds it, or copied from this repository.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+/// One fenced shell block.
+struct Block {
+    file: String,
+    line: usize,
+    info: String,
+    text: String,
+}
+
+fn blocks(file: &Path) -> Vec<Block> {
+    let doc = std::fs::read_to_string(file).unwrap();
+    let shown = file
+        .strip_prefix(repo())
+        .unwrap_or(file)
+        .display()
+        .to_string();
+    let mut found = Vec::new();
+    let mut open: Option<(usize, String, String)> = None;
+    for (i, line) in doc.lines().enumerate() {
+        match &mut open {
+            None => {
+                if let Some(info) = line.strip_prefix("```sh") {
+                    open = Some((i + 1, info.trim().to_string(), String::new()));
+                }
+            }
+            Some((_, _, text)) if line != "```" => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            Some(_) => {
+                let (line, info, text) = open.take().unwrap();
+                found.push(Block {
+                    file: shown.clone(),
+                    line,
+                    info,
+                    text,
+                });
+            }
+        }
+    }
+    found
+}
+
+/// The minimal driver of docs/driver-protocol.md, for blocks that need `my_driver.py`.
+fn minimal_driver() -> String {
+    let doc = std::fs::read_to_string(repo().join("docs/driver-protocol.md")).unwrap();
+    doc.split("## A minimal driver")
+        .nth(1)
+        .and_then(|s| s.split("```python\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("docs/driver-protocol.md has its minimal driver")
+        .to_string()
+}
+
+#[test]
+fn every_shell_block_in_the_docs_runs_as_written() {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_slowfs-conformance"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    assert!(
+        bin.join("slowfs").is_file(),
+        "{} is missing: build it first (cargo build --release -p slowfs)",
+        bin.join("slowfs").display()
+    );
+    let mut files = vec![repo().join("README.md"), repo().join("python/README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (mut ran, mut skipped, mut failures) = (0, 0, Vec::new());
+    for block in files.iter().flat_map(|f| blocks(f)) {
+        let at = format!("{}:{}", block.file, block.line);
+        if block.info.starts_with("no-run") {
+            assert!(
+                block.info.len() > "no-run: ".len(),
+                "{at}: a no-run block says why (```sh no-run: REASON)"
+            );
+            skipped += 1;
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for need in block.info.split_whitespace() {
+            match need.strip_prefix("needs=") {
+                Some("my_driver.py") => {
+                    std::fs::write(dir.path().join("my_driver.py"), minimal_driver()).unwrap()
+                }
+                // A file of this repository the doc tells the reader to copy.
+                Some(file @ "scripts/ci/conformance.sh") => {
+                    let to = dir.path().join(file);
+                    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                    std::fs::copy(repo().join(file), to).unwrap();
+                }
+                Some(other) => panic!("{at}: no recipe for needs={other}"),
+                None => panic!("{at}: unknown word in the info string: {need}"),
+            }
+        }
+        let started = Instant::now();
+        let out = Command::new("timeout")
+            .args(["300", "bash", "-e", "-o", "pipefail", "-c"])
+            .arg(&block.text)
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        let took = started.elapsed();
+        println!("{at}: exit {:?} in {took:.1?}", out.status.code());
+        ran += 1;
+        if !out.status.success() {
+            failures.push(format!(
+                "{at} (exit {:?}):\n{}\n--- said:\n{}{}",
+                out.status.code(),
+                block.text,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        assert!(took < Duration::from_secs(300), "{at} took {took:?}");
+    }
+    println!("{ran} blocks ran, {skipped} marked no-run");
+    assert!(
+        ran >= 4,
+        "only {ran} blocks ran: the quickstart's own must be among them"
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

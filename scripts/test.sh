@@ -52,7 +52,7 @@ if [[ ! -e /dev/fuse ]]; then
 fi
 
 status=0
-cargo test --workspace --release "$@" || status=$?
+cargo test --workspace --release --no-fail-fast "$@" || status=$?
 
 # The Python package as users get it: the wheel (binaries inside) installed
 # into the venv, then its pytest plugin's tests on real mounts. Only on a full

@@ -278,7 +278,8 @@ pub fn anchored_to(check: &str, cwd: &Path) -> String {
     if !relative_path || quoted_or_shell || !cwd.join(first).is_file() {
         return check.to_string();
     }
-    let absolute = cwd.join(first);
+    // components() drops the `.` of `./check.sh`.
+    let absolute: std::path::PathBuf = cwd.join(first).components().collect();
     let shown = absolute.to_string_lossy().replace('\'', "'\\''");
     format!("'{shown}'{}", &trimmed[first.len()..])
 }

@@ -141,6 +141,11 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
         println!("\nreport as JSON: {}", path.display());
     }
+    if let Some(path) = &args.html {
+        std::fs::write(path, slowfs::explore::html::page(&json, log.ops()))
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("report as HTML: {}", path.display());
+    }
     Ok(exit_code(&result, violations, args.partial_ok))
 }
 

@@ -270,6 +270,12 @@ struct ExploreArgs {
     /// violations with its counts, patterns and smallest examples.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Write the report to FILE as one self-contained HTML page (a CI
+    /// artifact): the timeline of recorded operations with the crash points
+    /// that failed marked, and every violation group with its models, smallest
+    /// example and replay command.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// With --replay: keep the replayed state in DIR for inspection.
     #[arg(long, value_name = "DIR", requires = "replay")]
     keep_state: Option<PathBuf>,

@@ -22,6 +22,7 @@
 //! ```
 
 mod checker;
+pub mod html;
 mod record;
 
 use std::io;

@@ -1,0 +1,141 @@
+//! `slowfs explore --html` in a real browser: the quickstart's export (write a
+//! temporary file and rename it over the document, after a `sync` of the first
+//! version) explored with --json and --html; the page loaded in headless
+//! Chromium (Debian's package; scripts/test.sh installs it) must show what the
+//! JSON says: every group with its models and replay command, the crash points
+//! that failed marked on the timeline, the sync visible, no console messages.
+
+use std::process::Command;
+
+fn chromium() -> &'static str {
+    let found = ["chromium", "chromium-browser"].into_iter().find(|name| {
+        Command::new(name)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    found.expect("chromium is missing (apt-get install chromium; scripts/test.sh does)")
+}
+
+#[test]
+fn the_explore_html_report_shows_what_the_json_says_in_a_browser() {
+    let browser = chromium();
+    let dir = tempfile::tempdir().unwrap();
+    let backing = dir.path().join("saved");
+    std::fs::create_dir(&backing).unwrap();
+    std::fs::write(backing.join("doc"), "version 1\n").unwrap();
+    let (json, html) = (dir.path().join("r.json"), dir.path().join("r.html"));
+    let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .args(["explore", "--backing"])
+        .arg(&backing)
+        .args([
+            "--check",
+            "grep -qx 'version [12]' doc || { echo \"doc is '$(cat doc)'\"; exit 1; }",
+            "--json",
+        ])
+        .arg(&json)
+        .arg("--html")
+        .arg(&html)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "cd \"$SLOWFS_MOUNT\" && sync && printf 'version 2\\n' > doc.tmp && mv doc.tmp doc",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a violation is the expected verdict: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let groups = report["groups"].as_array().unwrap();
+    assert!(!groups.is_empty());
+
+    let dom = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&dom.stdout);
+    let logged = String::from_utf8_lossy(&dom.stderr);
+    assert!(dom.status.success(), "{logged}");
+    assert!(
+        !logged.lines().any(|l| l.contains("CONSOLE")),
+        "console messages: {logged}"
+    );
+    assert!(
+        shown.contains(report["verdict"].as_str().unwrap()),
+        "the verdict: {shown}"
+    );
+    assert!(
+        shown.contains("<li class=\"op sync\""),
+        "the sync is shown: {shown}"
+    );
+    for (i, group) in groups.iter().enumerate() {
+        let models: Vec<&str> = group["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_str().unwrap())
+            .collect();
+        let marker = format!(
+            "data-group=\"{}\" data-models=\"{}\"",
+            i + 1,
+            models.join(", ")
+        );
+        assert!(shown.contains(&marker), "the page lacks {marker}");
+        let example = &group["examples"][0];
+        let point = example["point"].as_u64().unwrap();
+        assert!(
+            shown.contains(&format!("<li class=\"crash\" data-point=\"{point}\"")),
+            "crash point {point} is marked"
+        );
+        let replay = example["replay"]
+            .as_str()
+            .unwrap()
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        assert!(
+            shown.contains(&replay),
+            "the page lacks the replay {replay}"
+        );
+    }
+
+    let shot = dir.path().join("r.png");
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1200,900",
+        ])
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        std::fs::metadata(&shot).unwrap().len() > 10_000,
+        "an empty screenshot"
+    );
+    if let Ok(keep) = std::env::var("SLOWFS_KEEP_SCREENSHOT") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
+}

@@ -328,3 +328,20 @@ fn no_request_overtakes_a_cancelled_one_on_its_handle() {
         );
     });
 }
+
+/// A library without append mode (the no-append control declares no
+/// `append`, says why and refuses an append open) still gets a positioned
+/// verdict, which says that append was not tested; it used to be unable to
+/// pass positioned at all.
+#[test]
+fn a_driver_without_append_gets_a_positioned_verdict() {
+    let (_serial, config) = setup(8, 9);
+    let outcome = slowfs_conformance::run_suite(Suite::Positioned, control("no-append"), &config);
+    println!("{}", outcome.detail());
+    assert_eq!(outcome.verdict, Verdict::Pass, "{}", outcome.detail());
+    assert!(
+        outcome.detail().contains("append mode not tested"),
+        "{}",
+        outcome.detail()
+    );
+}

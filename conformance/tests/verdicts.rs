@@ -262,9 +262,9 @@ fn fake_io_fails_every_suite() {
     }
 }
 
-/// A driver that takes 2 s per request: its cell times out, its other cells
-/// are not run, the run ends in bounded time with a `timeout` (never `pass`),
-/// and nothing is left mounted or on disk.
+/// A driver that takes 2 s per request: each of its cells times out (the
+/// second still runs), the run ends in bounded time with `timeout`s (never
+/// `pass`), and nothing is left mounted or on disk.
 #[test]
 fn a_pathological_driver_times_out_in_bounded_time() {
     let _serial = serial();
@@ -302,10 +302,10 @@ fn a_pathological_driver_times_out_in_bounded_time() {
         .map(|c| c["status"].as_str().unwrap())
         .collect();
     assert_eq!(statuses, ["timeout", "timeout"], "{said}");
-    assert!(
-        said.contains("not run: this engine's positioned cell timed out"),
-        "{said}"
-    );
+    // Each cell has a driver of its own: the second is run, not charged for
+    // the first one's timeout.
+    assert!(!said.contains("not run"), "{said}");
+    assert!(said.contains("[2/2] errors x minimal ..."), "{said}");
     assert!(
         said.contains("[1/2] positioned x minimal ..."),
         "progress lines: {said}"

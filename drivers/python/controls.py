@@ -2,7 +2,7 @@
 """Negative-control drivers: deliberately broken engines that the conformance
 suites must catch. Each is the `to_thread` driver with one defect.
 
-    python3 controls.py --control ignore-cancel|blocking|failing-io|lost-errno|fake-io|silent-once|strict-handles
+    python3 controls.py --control ignore-cancel|blocking|failing-io|lost-errno|fake-io|silent-once|no-append|strict-handles
 
   ignore-cancel  declares `cancel` and ignores it: the cancel suite must fail
                  (a cancelled request held by a hang stays unanswered)
@@ -16,6 +16,9 @@ suites must catch. Each is the `to_thread` driver with one defect.
                  every suite must fail
   silent-once    never answers its third write_at: the cell must fail at the
                  request timeout, naming that request, not run to its time limit
+  no-append      has no append mode (declares no `append`, says why, refuses
+                 an append open): the positioned suite must still pass it,
+                 saying append was not tested
   strict-handles answers a cancelled request 200 ms late and refuses (EBADF)
                  any request on its handle that comes before that answer: the
                  runner must wait for a cancelled request's answer before
@@ -154,6 +157,17 @@ class StrictHandles(slowfs_driver.Driver):
         super().cancel(rid)
 
 
+class NoAppend(slowfs_driver.ToThread):
+    name = "control-no-append"
+    capabilities = [c for c in slowfs_driver.ToThread.capabilities if c != "append"]
+    unsupported = {"append": "control: no append mode, like Java's AsynchronousFileChannel"}
+
+    async def open(self, req):
+        if req.get("append"):
+            raise NotImplementedError("append")
+        return await super().open(req)
+
+
 class StrictHandlesLib(slowfs_driver.ToThread):
     name = "control-strict-handles"
 
@@ -169,6 +183,7 @@ CONTROLS = {
     "lost-errno": (slowfs_driver.Driver, LostErrno),
     "fake-io": (slowfs_driver.Driver, FakeIo),
     "silent-once": (slowfs_driver.Driver, SilentOnce),
+    "no-append": (slowfs_driver.Driver, NoAppend),
     "strict-handles": (StrictHandles, StrictHandlesLib),
 }
 

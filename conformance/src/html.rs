@@ -11,16 +11,7 @@ use crate::report::{Cell, Report, Status};
 
 /// The page for `report`.
 pub fn page(report: &Report) -> String {
-    let mut engines: Vec<&str> = Vec::new();
-    let mut suites: Vec<&str> = Vec::new();
-    for cell in &report.cells {
-        if !engines.contains(&cell.engine.as_str()) {
-            engines.push(&cell.engine);
-        }
-        if !suites.contains(&cell.suite.as_str()) {
-            suites.push(&cell.suite);
-        }
-    }
+    let (engines, suites) = report.engines_and_suites();
     let unexpected = report
         .cells
         .iter()

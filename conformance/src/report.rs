@@ -185,8 +185,9 @@ impl Report {
             && self.cells.iter().all(|c| c.unexpected.is_none())
     }
 
-    /// The matrix and the details of every failure, for people.
-    pub fn render(&self) -> String {
+    /// The engines and the suites of the cells, each once, in the order
+    /// they first appear (the matrix's columns and rows).
+    pub fn engines_and_suites(&self) -> (Vec<&str>, Vec<&str>) {
         let mut engines: Vec<&str> = Vec::new();
         let mut suites: Vec<&str> = Vec::new();
         for cell in &self.cells {
@@ -197,6 +198,12 @@ impl Report {
                 suites.push(&cell.suite);
             }
         }
+        (engines, suites)
+    }
+
+    /// The matrix and the details of every failure, for people.
+    pub fn render(&self) -> String {
+        let (engines, suites) = self.engines_and_suites();
         // Wide enough for every engine's name, with a space between columns.
         let width = engines
             .iter()

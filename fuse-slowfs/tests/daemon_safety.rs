@@ -134,12 +134,7 @@ fn umount_reaches_a_daemon_whose_connections_are_all_taken() {
         ..Options::default()
     });
     std::fs::write(daemon.backing.join("held"), b"answer").unwrap();
-    let socket = std::fs::read_dir(&daemon.runtime_dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let socket = daemon.socket();
     let path = daemon.mountpoint.join("held");
     let reader = std::thread::spawn(move || std::fs::read(path));
     std::thread::sleep(Duration::from_millis(300));
@@ -564,12 +559,7 @@ fn a_glob_too_large_to_match_is_refused_by_ctl_set_and_the_mount_serves_on() {
     let rule = format!("read path=**/{{{}}} delay=1ms", names.join(","));
     assert!(rule.len() > 400_000);
     // Longer than one argument may be (128 KiB): straight to the socket.
-    let socket = std::fs::read_dir(&daemon.runtime_dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let socket = daemon.socket();
     let command = slowfs::control::Command::Set { rule };
     let answer = slowfs::control::request(&socket, &command).unwrap();
     assert!(!answer.ok, "{answer:?}");
@@ -818,12 +808,7 @@ fn junk_on_the_control_socket_never_hurts_the_daemon() {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut daemon = Daemon::start(Options::default());
     std::fs::write(daemon.backing.join("f"), b"still served").unwrap();
-    let socket = std::fs::read_dir(&daemon.runtime_dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let socket = daemon.socket();
     let commands = [
         "stats", "set", "clear", "rules", "release", "crash", "durable", "info",
     ];

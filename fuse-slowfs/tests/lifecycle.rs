@@ -300,12 +300,7 @@ fn the_control_socket_caps_line_length_and_connections() {
     use std::os::unix::net::UnixStream;
     let _serial = serial();
     let daemon = Daemon::start(Options::default());
-    let socket = std::fs::read_dir(&daemon.runtime_dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let socket = daemon.socket();
     let answer = |stream: &UnixStream| {
         let mut line = String::new();
         BufReader::new(stream).read_line(&mut line).unwrap();

@@ -128,12 +128,7 @@ fn another_user_cannot_control_a_mount_even_through_an_open_socket() {
     use std::os::unix::fs::PermissionsExt;
     let uid = test_user();
     let daemon = common::daemon::Daemon::start(common::daemon::Options::default());
-    let socket = std::fs::read_dir(&daemon.runtime_dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let socket = daemon.socket();
     let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "the socket is private from the start");
     for dir in [&daemon.runtime_dir, &daemon.mountpoint] {

@@ -102,6 +102,16 @@ impl Daemon {
         }
     }
 
+    /// The daemon's control socket (the one file in its runtime directory).
+    pub fn socket(&self) -> PathBuf {
+        std::fs::read_dir(&self.runtime_dir)
+            .unwrap()
+            .next()
+            .expect("the daemon's control socket")
+            .unwrap()
+            .path()
+    }
+
     /// `slowfs` with this daemon's runtime directory (where its socket is).
     pub fn cli(&self) -> Command {
         let mut cmd = slowfs();

@@ -22,6 +22,20 @@ pub struct Options<'a> {
     pub args: &'a [&'a str],
 }
 
+/// The sockets in `dir`.
+fn sockets(dir: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub fn slowfs() -> Command {
     Command::new(env!("CARGO_BIN_EXE_slowfs"))
 }
@@ -85,11 +99,7 @@ impl Daemon {
     fn wait_mounted(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         // Up once mounted and its control socket listens.
-        let socket = || {
-            std::fs::read_dir(&self.runtime_dir)
-                .map(|d| d.count() > 0)
-                .unwrap_or(false)
-        };
+        let socket = || !sockets(&self.runtime_dir).is_empty();
         while !slowfs::mount::slowfs_mounts().contains(&self.mountpoint) || !socket() {
             if let Some(status) = self.child.try_wait().unwrap() {
                 let mut err = String::new();
@@ -102,14 +112,14 @@ impl Daemon {
         }
     }
 
-    /// The daemon's control socket (the one file in its runtime directory).
+    /// The daemon's control socket (the socket in its runtime directory;
+    /// while binding, the directory also holds the private directory the
+    /// socket is made in).
     pub fn socket(&self) -> PathBuf {
-        std::fs::read_dir(&self.runtime_dir)
-            .unwrap()
+        sockets(&self.runtime_dir)
+            .into_iter()
             .next()
             .expect("the daemon's control socket")
-            .unwrap()
-            .path()
     }
 
     /// `slowfs` with this daemon's runtime directory (where its socket is).

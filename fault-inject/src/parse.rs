@@ -209,6 +209,29 @@ fn unquote_glob(value: &str) -> String {
     value.replace("\\ ", " ")
 }
 
+/// The glob as one word of a rule that reads back as the same glob: bare
+/// where it can be, else quoted or with its spaces escaped (a quote or a
+/// parenthesis in a bare glob would change how the rule splits into words).
+pub(crate) fn glob_word(glob: &str) -> String {
+    let candidates = [
+        glob.to_string(),
+        format!("\"{glob}\""),
+        format!("'{glob}'"),
+        glob.replace(' ', "\\ "),
+    ];
+    let reads_back = |word: &String| {
+        // Followed by another word, as in a rule: an open quote would swallow it.
+        let text = format!("path={word} next");
+        matches!(words(&text).as_slice(), [(0, w), (_, "next")] if w.len() == 5 + word.len())
+            && unquote_glob(word) == glob
+    };
+    candidates
+        .iter()
+        .find(|word| reads_back(word))
+        .unwrap_or(&candidates[1])
+        .clone()
+}
+
 fn count(text: &str) -> Result<u64, String> {
     match text.parse::<u64>() {
         Ok(0) => Err("must be at least 1".into()),
@@ -611,6 +634,23 @@ mod tests {
         ] {
             let rule = parse_rule(text).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(parse_rule(&rule.to_string()).unwrap(), rule, "{text}");
+        }
+    }
+
+    #[test]
+    fn globs_with_quotes_or_parentheses_print_back_as_one_word() {
+        // Found by the rule fuzz: path="'" printed bare opened a quote.
+        for text in [
+            r#"read path="'" delay=1ms"#,
+            r#"read path='"' delay=1ms"#,
+            r#"read path="a(b" delay=1ms"#,
+            r#"read path="x' y" delay=1ms"#,
+            r#"read path=a'b"c' delay=1ms"#,
+        ] {
+            let rule = parse_rule(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let printed = rule.to_string();
+            let again = parse_rule(&printed).unwrap_or_else(|e| panic!("{printed}: {e}"));
+            assert_eq!(again, rule, "{text} printed as {printed}");
         }
     }
 

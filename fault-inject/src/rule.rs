@@ -285,11 +285,7 @@ impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.ops)?;
         if let Some(path) = &self.path {
-            match path.as_str() {
-                // Quoted so that the rule parses back as one word.
-                glob if glob.chars().any(char::is_whitespace) => write!(f, " path=\"{glob}\"")?,
-                glob => write!(f, " path={glob}")?,
-            }
+            write!(f, " path={}", crate::parse::glob_word(path.as_str()))?;
         }
         match &self.action {
             Action::Delay { dist, spike } => {

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+mod common;
+
 use proptest::prelude::*;
 use slowfs_faults::durability::{Keep, Log, LogOp, Node, NodeKind, Tree};
 
@@ -187,6 +189,7 @@ fn reachable(tree: &Tree) -> Vec<(String, Node)> {
 }
 
 proptest! {
+    #![proptest_config(common::seeded(256))]
     #[test]
     fn durable_state_matches_the_reference(ops in prop::collection::vec(op(), 0..12)) {
         let log = build(ops);

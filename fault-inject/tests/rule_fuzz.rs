@@ -3,7 +3,9 @@
 //! never panics; a rule that parses prints back as text that parses to the
 //! same rule; and a plan with it decides requests on random paths without
 //! panicking (the request path of the daemon). Bounded: SLOWFS_FUZZ_CASES
-//! cases (default 3,000), seeded by proptest (a failure prints its minimal case).
+//! cases (default 3,000), seeded and the seed printed (a failure prints its minimal case).
+
+mod common;
 
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -171,7 +173,7 @@ fn cases() -> u32 {
 }
 
 proptest! {
-    #![proptest_config(Config { cases: cases(), failure_persistence: None, ..Config::default() })]
+    #![proptest_config(Config { failure_persistence: None, ..common::seeded(cases()) })]
 
     #[test]
     fn any_text_parses_or_is_refused_and_what_parses_is_served(

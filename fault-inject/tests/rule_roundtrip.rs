@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+mod common;
+
 use proptest::prelude::*;
 use slowfs_faults::{parse_rule, Action, DelayDist, Op, OpSet, PathGlob, Rule, Spike, Trigger};
 
@@ -74,6 +76,7 @@ fn rule() -> impl Strategy<Value = Rule> {
 }
 
 proptest! {
+    #![proptest_config(common::seeded(256))]
     #[test]
     fn display_then_parse_is_identity(rule in rule()) {
         let text = rule.to_string();

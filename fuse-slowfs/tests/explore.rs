@@ -801,3 +801,58 @@ fn violations_say_under_which_filesystem_models_they_happen() {
         "a bad model is refused before anything runs: {out}"
     );
 }
+
+/// A log whose states are nearly all duplicates, each costly to build: 60
+/// identical 4 MiB writes never synced (two distinct contents, thousands of
+/// subsets, each a 4 MiB build and hash).
+fn duplicate_heavy_log() -> slowfs_faults::durability::Log {
+    use slowfs_faults::durability::{Log, LogOp, NodeKind, Tree};
+    let mut log = Log::new(Tree::empty(1));
+    log.push(LogOp::Create {
+        dir: 1,
+        name: "f".into(),
+        node: 2,
+        kind: NodeKind::File,
+    });
+    for _ in 0..60 {
+        log.push(LogOp::Write {
+            node: 2,
+            offset: 0,
+            data: vec![7; 4 << 20],
+        });
+    }
+    log
+}
+
+#[test]
+fn the_budget_and_a_stop_end_a_run_of_duplicates_within_seconds() {
+    use slowfs::explore::{explore, Cut, ExploreConfig};
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+    let log = duplicate_heavy_log();
+
+    let mut config = ExploreConfig::new("true");
+    config.time_budget = Some(Duration::from_secs(1));
+    let started = Instant::now();
+    let found = explore(&log, &config, |_| {}).unwrap();
+    let took = started.elapsed();
+    println!("budget 1 s: {took:?}, {} duplicates", found.duplicates);
+    assert_eq!(found.cut, Some(Cut::TimeBudget));
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    assert!(!found.coverage.complete(), "a partial report says so");
+
+    // A stop (what SIGTERM and Ctrl-C set) from outside after 1 s.
+    let config = ExploreConfig::new("true");
+    let stop = std::sync::Arc::clone(&config.stop);
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(1));
+        stop.store(true, Ordering::SeqCst);
+    });
+    let started = Instant::now();
+    let found = explore(&log, &config, |_| {}).unwrap();
+    let took = started.elapsed();
+    stopper.join().unwrap();
+    println!("stop after 1 s: {took:?}, {} duplicates", found.duplicates);
+    assert_eq!(found.cut, Some(Cut::Interrupted));
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+}

@@ -233,7 +233,18 @@ impl<'a> Search<'a> {
     /// The next distinct state to check; `None` when there is none left.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<Candidate> {
+        self.next_unless(&|| false)
+    }
+
+    /// The next distinct state, or `None` as soon as `stop()` says so: it is
+    /// asked before every state built, duplicates included, since a run of
+    /// duplicates can be long and each costs a state's build (with
+    /// [`Self::finished`] false, the search can go on later).
+    pub fn next_unless(&mut self, stop: &dyn Fn() -> bool) -> Option<Candidate> {
         loop {
+            if stop() {
+                return None;
+            }
             if let Some(ready) = self.ready.pop_front() {
                 return Some(ready);
             }
@@ -293,7 +304,7 @@ impl<'a> Search<'a> {
                         self.phase = Phase::Done;
                         return None;
                     };
-                    if let Some(c) = self.sample(k) {
+                    if let Some(c) = self.sample(k, stop) {
                         if let Phase::Sampling { queue } = &mut self.phase {
                             queue.push_back(k);
                         }
@@ -313,7 +324,7 @@ impl<'a> Search<'a> {
 
     /// Phase 3 at point `k`: every state if there are few, else one random
     /// state; `None` when that was a duplicate or the point is done.
-    fn sample(&mut self, k: usize) -> Option<Candidate> {
+    fn sample(&mut self, k: usize, stop: &dyn Fn() -> bool) -> Option<Candidate> {
         let slot = k - self.config.first;
         if self.coverage[slot].exhausted {
             return None;
@@ -323,6 +334,9 @@ impl<'a> Search<'a> {
         if let Some(all) = states.all_states(ENUMERATE_UP_TO) {
             // Few states: the next one not yet seen, in order.
             for kept in all {
+                if stop() {
+                    return None;
+                }
                 if let Some(c) = self.offer(&point, kept) {
                     return Some(c);
                 }
@@ -426,6 +440,49 @@ mod tests {
         assert_eq!(summary.points, log.ops().len() + 1);
         // Distinct contents only: the set of fingerprints is all it keeps.
         assert_eq!(search.seen.len(), handed);
+    }
+
+    #[test]
+    fn a_stop_is_heard_while_every_sample_is_a_duplicate() {
+        // 12 identical writes never synced: 2^12 states at the last points,
+        // two distinct contents, so sampling finds duplicates almost only.
+        let mut log = Log::new(Tree::empty(1));
+        log.push(LogOp::Create {
+            dir: 1,
+            name: "f".into(),
+            node: 2,
+            kind: NodeKind::File,
+        });
+        for _ in 0..12 {
+            log.push(LogOp::Write {
+                node: 2,
+                offset: 0,
+                data: b"same".to_vec(),
+            });
+        }
+        let mut unbounded = Search::new(&log, SearchConfig::all(log.ops().len()));
+        while unbounded.next().is_some() {}
+        assert!(
+            unbounded.duplicates() > 400,
+            "{} duplicates",
+            unbounded.duplicates()
+        );
+
+        let asked = std::cell::Cell::new(0);
+        let stop_after_200 = || {
+            asked.set(asked.get() + 1);
+            asked.get() > 200
+        };
+        let mut search = Search::new(&log, SearchConfig::all(log.ops().len()));
+        let mut handed = 0;
+        while search.next_unless(&stop_after_200).is_some() {
+            handed += 1;
+        }
+        assert!(!search.finished(), "it stopped, it did not run out");
+        assert!(
+            handed + search.duplicates() <= 200,
+            "a state built after the stop"
+        );
     }
 
     #[test]

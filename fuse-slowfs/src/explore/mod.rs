@@ -364,7 +364,14 @@ pub fn explore(
             // Handed out; their checks are the ones still in flight.
             high_yield_seconds = Some(start.elapsed().as_secs_f64());
         }
-        let Some(candidate) = search.next() else {
+        // Asked before each state built, so that a long run of duplicates
+        // (each one a state's build) still ends at the budget or a stop.
+        let should_stop =
+            || config.stop.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d);
+        let Some(candidate) = search.next_unless(&should_stop) else {
+            if should_stop() {
+                continue;
+            }
             break;
         };
         let models =

@@ -27,6 +27,7 @@ pub mod fixture;
 pub(crate) mod fs;
 mod fusermount;
 mod guard;
+pub mod holders;
 pub mod limits;
 pub mod mount;
 pub mod mount_options;

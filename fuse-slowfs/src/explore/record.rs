@@ -16,6 +16,10 @@ use slowfs_faults::durability::Log;
 use crate::tree_io::scan;
 use crate::{ControlSocket, Mount, MountConfig};
 
+/// How long a workload's leftovers (a child still exiting, a loop device
+/// detaching) may take to let go of the mount after it exits.
+const HOLD_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// One recorded run of a workload.
 #[derive(Debug)]
 pub struct Recorded {
@@ -60,6 +64,31 @@ pub fn record(
     let mount = Mount::start(config)?;
     let status = run_workload(workload, &mount, pid);
     pid.store(0, Ordering::SeqCst);
+    // Taken only once nothing holds the mount: a loop device or a process
+    // still using it may write more, and the log would not be the run's.
+    let held = crate::holders::wait_released(mount.mountpoint(), HOLD_GRACE);
+    if !held.is_empty() {
+        let detached = crate::holders::release_loop_devices(&held);
+        drop(mount);
+        let list = held
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n  ");
+        let note = if detached > 0 {
+            " (explore has detached the loop devices)"
+        } else {
+            ""
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::ResourceBusy,
+            format!(
+                "the workload exited but left the recording mount in use, so its \
+                 log is not complete and no state can be judged:\n  {list}\n\
+                 Release it before the workload exits{note}"
+            ),
+        ));
+    }
     let ops = mount.recorded();
     mount.unmount()?;
     let status = status.map_err(|e| {

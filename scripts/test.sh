@@ -10,8 +10,9 @@ say() { echo "scripts/test.sh: $*" >&2; }
 
 # Debian packages: fusermount3 (non-root mounts), libacl1-dev (building pjdfstest),
 # fio (benchmarks and the fio test), tmux (the `slowfs top` test runs it in a terminal),
-# chromium (the HTML report's browser test).
-packages=(fuse3 libacl1-dev fio tmux chromium)
+# chromium (the HTML report's browser test), xfsprogs and btrfs-progs (explore --fs on
+# real XFS and btrfs; ext4's e2fsprogs is always there).
+packages=(fuse3 libacl1-dev fio tmux chromium xfsprogs btrfs-progs)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,6 +7,7 @@
 //! * [`states`]: the crash states of one point (the one enumerator);
 //! * [`search`]: which state to check next, each distinct state once,
 //!   coverage, bounded memory;
+//! * [`blocks`]: the same for a block device (an image's writes and flushes);
 //! * [`report`]: violations grouped by cause, with their smallest examples;
 //! * [`text`]: operations with path names, the `CRASH_POINT/KEPT` spelling.
 //!
@@ -29,6 +30,7 @@
 //! assert_eq!(states, 3);
 //! ```
 
+pub mod blocks;
 mod log_tree;
 pub mod models;
 pub mod points;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use slowfs::explore::{
     anchored_to, checker_reads_crash_point, explore as run_explore, log_digest, materialize, merge,
-    record, replay, CheckSettings, Cut, Exploration, ExploreConfig, Judgement, Progress, Running,
-    SavedRun, ShardReport,
+    record, record_over, replay, CheckSettings, Cut, Exploration, ExploreConfig, Judgement,
+    Progress, Running, SavedRun, ShardReport,
 };
 use slowfs::signals::block_termination;
 use slowfs_faults::crash::report::Group;
@@ -69,29 +69,26 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
             }
         });
     }
-    let (backing, _temp) = match &args.backing {
-        Some(dir) => (dir.clone(), None),
-        None => {
-            let temp = tempfile::Builder::new()
-                .prefix("slowfs-explore-")
-                .tempdir()?;
-            (temp.path().to_path_buf(), Some(temp))
-        }
+    let recorded = match args.fs {
+        Some(fs) => record_on_real_fs(&args, fs, &check, &workload_pid)?,
+        None => record_on_mount(&args, &workload_pid)?,
     };
-    eprintln!("slowfs explore: running the workload on a recording mount");
-    let first = record(&args.workload, &backing, None, &workload_pid)?;
     if stop.load(Ordering::SeqCst) {
         eprintln!("slowfs explore: interrupted during the workload; no crash states were checked");
         return Ok(ExitCode::from(130));
     }
-    if !first.status.success() {
+    if !recorded.status.success() {
         eprintln!(
             "slowfs explore: the workload failed ({}); no crash states were checked",
-            first.status
+            recorded.status
         );
         return Ok(ExitCode::from(2));
     }
-    let log = first.log;
+    let log = recorded.log;
+    let check = match &recorded.real {
+        Some(real) => real.setup.checker(&check),
+        None => check,
+    };
     let config = config(&args, check, stop, running);
     eprintln!(
         "slowfs explore: {} operations recorded; checking crash states with {} checker(s)",
@@ -99,10 +96,25 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
         config.jobs
     );
     let mut line = ProgressLine::new();
-    let result = run_explore(&log, &config, |p| line.show(p));
+    let result = match &recorded.real {
+        Some(real) => {
+            let image = Arc::new(slowfs::explore::ImageStates {
+                base: real.base.clone(),
+                device: Arc::clone(&real.device),
+            });
+            slowfs::explore::explore_image(&log, image, &real.setup, &config, |p| line.show(p))
+        }
+        None => run_explore(&log, &config, |p| line.show(p)),
+    };
     line.finish();
     let result = result?;
-    let saved = save_if_needed(&log, &config, &args, result.violations > 0)?;
+    let saved = save_if_needed(
+        &log,
+        &config,
+        &args,
+        result.violations > 0,
+        recorded.real.as_ref(),
+    )?;
     let report = Report {
         result: &result,
         saved: saved.as_deref(),
@@ -147,6 +159,146 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
         println!("report as HTML: {}", path.display());
     }
     Ok(exit_code(&result, violations, args.partial_ok))
+}
+
+/// A recorded workload, and with `--fs` what its states are made from.
+struct RecordedRun {
+    log: Log,
+    status: std::process::ExitStatus,
+    real: Option<RealRun>,
+}
+
+/// An `--fs` run's filesystem: its setup, base image and recorded device
+/// (the temporary directory holding the base lives as long as this).
+struct RealRun {
+    setup: slowfs::explore::FsSetup,
+    base: PathBuf,
+    device: Arc<slowfs_faults::crash::blocks::Device>,
+    node: u64,
+    _dir: tempfile::TempDir,
+}
+
+/// The workload on a recording mount over `--backing` (or a fresh directory).
+fn record_on_mount(args: &ExploreArgs, workload_pid: &AtomicI32) -> anyhow::Result<RecordedRun> {
+    let (backing, _temp) = match &args.backing {
+        Some(dir) => (dir.clone(), None),
+        None => {
+            let temp = tempfile::Builder::new()
+                .prefix("slowfs-explore-")
+                .tempdir()?;
+            (temp.path().to_path_buf(), Some(temp))
+        }
+    };
+    eprintln!("slowfs explore: running the workload on a recording mount");
+    let recorded = record(&args.workload, &backing, None, workload_pid)?;
+    Ok(RecordedRun {
+        log: recorded.log,
+        status: recorded.status,
+        real: None,
+    })
+}
+
+/// `--fs`: the filesystem made in a base image, the workload run on it in a
+/// copy on the recording mount, and the disk's writes taken from the log.
+fn record_on_real_fs(
+    args: &ExploreArgs,
+    fs: slowfs::explore::RealFs,
+    check: &str,
+    workload_pid: &AtomicI32,
+) -> anyhow::Result<RecordedRun> {
+    use slowfs::explore::{realfs, FsSetup};
+    let mut setup = FsSetup::new(fs);
+    if let Some(size) = args.fs_size {
+        setup.size = size;
+    }
+    setup.mkfs_args = args.mkfs_args.clone();
+    if let Some(options) = &args.mount_options {
+        setup.mount_options = options.clone();
+    }
+    setup.settle = args.fs_settle;
+    setup.fsck = args.fsck;
+    setup.preflight()?;
+    let dir = tempfile::Builder::new().prefix("slowfs-fs-").tempdir()?;
+    let base = dir.path().join("base.img");
+    setup
+        .make_image(&base)
+        .with_context(|| format!("making the {fs} image"))?;
+    let backing = dir.path().join("backing");
+    std::fs::create_dir(&backing)?;
+    realfs::sparse_copy(&base, &backing.join("image"))?;
+    let mountpoint = dir.path().join("fs");
+    std::fs::create_dir(&mountpoint)?;
+    let initial = image_tree(&backing)?;
+    let node = initial_image_node(&initial);
+    eprintln!(
+        "slowfs explore: running the workload on {} in a {} image on a recording mount (checker: {check})",
+        setup.describe(),
+        slowfs_faults::DisplaySize(setup.size)
+    );
+    let recorded = {
+        let _interval = realfs::XfsSyncInterval::shorten_for(fs);
+        // It runs in the filesystem's root: `./export.sh` means the user's.
+        let mut workload = args.workload.clone();
+        if Path::new(&workload[0]).components().count() > 1 && Path::new(&workload[0]).is_relative()
+        {
+            workload[0] = std::env::current_dir()?.join(&workload[0]).into_os_string();
+        }
+        record_over(
+            &setup.workload(&mountpoint, &workload),
+            &backing,
+            initial,
+            None,
+            workload_pid,
+        )?
+    };
+    let device = slowfs_faults::crash::blocks::Device::new(&recorded.log, node)
+        .map_err(|e| anyhow::anyhow!("the recorded disk: {e}"))?;
+    if recorded.status.success() && device.epochs().is_empty() {
+        bail!(
+            "the {fs} filesystem wrote nothing to its disk during the workload: no crash state \
+             to check (does the workload write in its working directory, SLOWFS_MOUNT?)"
+        );
+    }
+    eprintln!(
+        "slowfs explore: the disk took {} writes ({}) in {} flush epochs",
+        device.write_count(),
+        slowfs_faults::DisplaySize(device.bytes_written()),
+        device.epochs().len()
+    );
+    Ok(RecordedRun {
+        log: recorded.log,
+        status: recorded.status,
+        real: Some(RealRun {
+            setup,
+            base,
+            device: Arc::new(device),
+            node,
+            _dir: dir,
+        }),
+    })
+}
+
+/// The initial state of a backing directory holding only `image`: the image
+/// without its data (states are made from the base image on disk).
+fn image_tree(backing: &Path) -> std::io::Result<slowfs_faults::durability::Tree> {
+    use slowfs_faults::durability::{Node, Tree};
+    use std::os::unix::fs::MetadataExt;
+    let root = std::fs::metadata(backing)?.ino();
+    let image = std::fs::metadata(backing.join("image"))?.ino();
+    let mut tree = Tree::empty(root);
+    tree.nodes.insert(
+        root,
+        Node::Dir(std::collections::BTreeMap::from([(
+            "image".to_string(),
+            image,
+        )])),
+    );
+    tree.nodes.insert(image, Node::File(Vec::new()));
+    Ok(tree)
+}
+
+fn initial_image_node(tree: &slowfs_faults::durability::Tree) -> u64 {
+    tree.lookup_id("image").expect("image_tree makes it")
 }
 
 /// 130 interrupted, 1 violations, 4 explore's own error, 3 not every point
@@ -232,15 +384,38 @@ fn save_if_needed(
     config: &ExploreConfig,
     args: &ExploreArgs,
     violations: bool,
+    real: Option<&RealRun>,
 ) -> anyhow::Result<Option<PathBuf>> {
     let dir = match (&args.log_dir, violations) {
         (Some(dir), _) => dir.clone(),
         (None, true) => PathBuf::from("."),
         (None, false) => return Ok(None),
     };
+    let image = match real {
+        Some(real) => {
+            // The base image beside the run, named by the run's own name.
+            let base = tempfile::Builder::new()
+                .prefix("slowfs-explore-base-")
+                .suffix(".img")
+                .tempfile_in(&dir)?
+                .keep()
+                .map_err(|e| e.error)?
+                .1;
+            slowfs::explore::realfs::sparse_copy(&real.base, &base)?;
+            let base = base.canonicalize()?;
+            Some(slowfs::explore::SavedImage {
+                setup: real.setup.clone(),
+                base_hash: slowfs::explore::realfs::image_hash(&base)?,
+                base,
+                node: real.node,
+            })
+        }
+        None => None,
+    };
     let saved = SavedRun {
         settings: config.settings.clone(),
         log: log.clone(),
+        image,
     };
     Ok(Some(saved.save(&dir)?))
 }
@@ -317,7 +492,7 @@ fn explore_fsync_failures(
             "(the data that fsync dropped is gone from every state of this run, the no-crash \
              state included: it was lost at the fsync, not at a crash)"
         );
-        let saved = save_if_needed(&run.log, &config, args, result.violations > 0)?;
+        let saved = save_if_needed(&run.log, &config, args, result.violations > 0, None)?;
         let report = Report {
             result: &result,
             saved: saved.as_deref(),
@@ -564,7 +739,10 @@ impl Report<'_> {
             group.count, group.points
         );
         println!("  checker: {}", group.message);
-        println!("  {}", models_line(&group.models));
+        match &self.result.real_fs {
+            Some(fs) => println!("  observed on {fs}, after its own recovery (not a model)"),
+            None => println!("  {}", models_line(&group.models)),
+        }
         for (pattern, count) in group.patterns.iter().take(3) {
             let pattern = if pattern.is_empty() {
                 "nothing lost (the no-crash state itself)"
@@ -644,6 +822,7 @@ impl Report<'_> {
             "saved_run": self.saved,
             "violations": r.violations,
             "groups": groups,
+            "real_fs": r.real_fs,
             "verdict": self.verdict(),
         })
     }
@@ -684,6 +863,10 @@ fn replay_one(saved_path: &Path, args: &ExploreArgs) -> anyhow::Result<ExitCode>
             check: check.clone(),
             ..saved.settings
         };
+    }
+    if let (Some(_), Some(image)) = (&args.check, &saved.image) {
+        // A checker given for an --fs run runs in the mounted image, as the run's did.
+        saved.settings.check = image.setup.checker(&saved.settings.check);
     }
     let (point, kept) = parse_state(state).map_err(anyhow::Error::msg)?;
     if let Some(keep) = &args.keep_state {

@@ -40,7 +40,7 @@ pub fn page(report: &Value, ops: &[LogOp]) -> String {
         out.push_str("<p>None.</p>\n");
     }
     for (i, group) in groups.iter().enumerate() {
-        group_section(&mut out, i + 1, group);
+        group_section(&mut out, i + 1, group, report["real_fs"].as_str());
     }
     out.push_str("</body></html>\n");
     out
@@ -71,7 +71,7 @@ fn timeline(out: &mut String, ops: &[LogOp], marked: &BTreeSet<usize>) {
     out.push_str("</ol>\n");
 }
 
-fn group_section(out: &mut String, n: usize, group: &Value) {
+fn group_section(out: &mut String, n: usize, group: &Value, real_fs: Option<&str>) {
     let models: Vec<&str> = group["models"]
         .as_array()
         .into_iter()
@@ -87,14 +87,21 @@ fn group_section(out: &mut String, n: usize, group: &Value) {
         out,
         "<section class=\"group\" data-group=\"{n}\" data-models=\"{models}\"><h3>group {n}: \
          {count} violation(s) at crash points {points}</h3><p>checker: <q>{message}</q></p>\
-         <p class=\"models\">can happen on: {models}; never on: {never}</p>",
+         <p class=\"models\">{labels}</p>",
         count = group["count"].as_u64().unwrap_or(0),
         points = escape(group["points"].as_str().unwrap_or_default()),
         message = escape(group["message"].as_str().unwrap_or_default()),
         models = escape(&models.join(", ")),
-        never = match never.join(", ") {
-            none if none.is_empty() => "(none)".to_string(),
-            some => escape(&some),
+        labels = match real_fs {
+            Some(fs) => format!("observed on {} after its own recovery", escape(fs)),
+            None => format!(
+                "can happen on: {}; never on: {}",
+                escape(&models.join(", ")),
+                match never.join(", ") {
+                    none if none.is_empty() => "(none)".to_string(),
+                    some => escape(&some),
+                }
+            ),
         },
     );
     if let Some(example) = group["examples"].as_array().and_then(|e| e.first()) {

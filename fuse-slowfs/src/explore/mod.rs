@@ -23,6 +23,7 @@
 
 mod checker;
 pub mod html;
+pub mod realfs;
 mod record;
 
 use std::io;
@@ -33,6 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use slowfs_faults::crash::blocks::BlockSearch;
 use slowfs_faults::crash::models::{FsModel, ModelFacts};
 use slowfs_faults::crash::report::{Group, Grouper, Tally, Violation};
 use slowfs_faults::crash::search::{Candidate, CoverageSummary, Search, SearchConfig};
@@ -43,7 +45,8 @@ pub use crate::tree_io::{materialize, scan};
 mod shards;
 
 pub use checker::{anchored_to, Checker, Judgement, Running, StateRef};
-pub use record::{record, CheckSettings, Recorded, SavedRun};
+pub use realfs::{FsSetup, ImageStates, RealFs};
+pub use record::{record, record_over, CheckSettings, Recorded, SavedImage, SavedRun};
 pub use shards::{log_digest, merge, ShardReport};
 
 /// How to explore.
@@ -182,6 +185,69 @@ pub struct Exploration {
     pub groups: Vec<Group>,
     /// What the groups are made from, for merging shards.
     pub tally: Tally,
+    /// With `--fs`: the real filesystem the states were checked on (then
+    /// the groups name no models: what they show was observed, not modelled).
+    #[serde(default)]
+    pub real_fs: Option<String>,
+}
+
+/// What explore walks: the crash states of file trees, or of a block device.
+trait StateSource {
+    fn next_unless(&mut self, stop: &dyn Fn() -> bool) -> Option<Candidate>;
+    fn duplicates(&self) -> usize;
+    fn high_yield_left(&self) -> usize;
+    fn high_yield_finished(&self) -> bool;
+    fn finished(&self) -> bool;
+    fn summary(&self) -> CoverageSummary;
+    fn range(&self) -> (usize, usize);
+}
+
+macro_rules! state_source {
+    ($t:ty) => {
+        impl StateSource for $t {
+            fn next_unless(&mut self, stop: &dyn Fn() -> bool) -> Option<Candidate> {
+                <$t>::next_unless(self, stop)
+            }
+            fn duplicates(&self) -> usize {
+                <$t>::duplicates(self)
+            }
+            fn high_yield_left(&self) -> usize {
+                <$t>::high_yield_left(self)
+            }
+            fn high_yield_finished(&self) -> bool {
+                <$t>::high_yield_finished(self)
+            }
+            fn finished(&self) -> bool {
+                <$t>::finished(self)
+            }
+            fn summary(&self) -> CoverageSummary {
+                <$t>::summary(self)
+            }
+            fn range(&self) -> (usize, usize) {
+                <$t>::range(self)
+            }
+        }
+    };
+}
+state_source!(Search<'_>);
+state_source!(BlockSearch);
+
+/// How a worker writes a state out for the checker.
+#[derive(Clone)]
+enum StateMaker {
+    /// The candidate's tree, as a directory.
+    Tree,
+    /// A block-level image (`--fs`): the base plus the state's writes.
+    Image(Arc<ImageStates>),
+}
+
+impl StateMaker {
+    fn write(&self, candidate: &Candidate, dir: &Path) -> io::Result<()> {
+        match self {
+            StateMaker::Tree => materialize(&candidate.tree, dir),
+            StateMaker::Image(image) => image.materialize(candidate.point, &candidate.kept, dir),
+        }
+    }
 }
 
 /// A state for a worker.
@@ -219,12 +285,18 @@ pub fn ignore_set(globs: &[String]) -> io::Result<globset::GlobSet> {
 
 /// Writes a state and runs the checker on it, retrying what can be transient
 /// in explore's own space (a full or failing temp directory) a few times.
-fn check_one(checker: &mut Checker, dir: &Path, candidate: &Candidate, ops: usize) -> WorkerAnswer {
+fn check_one(
+    checker: &mut Checker,
+    maker: &StateMaker,
+    dir: &Path,
+    candidate: &Candidate,
+    ops: usize,
+) -> WorkerAnswer {
     let mut last = None;
     for wait_ms in [0, 200, 1000, 3000] {
         std::thread::sleep(Duration::from_millis(wait_ms));
         let _ = std::fs::remove_dir_all(dir);
-        if let Err(e) = materialize(&candidate.tree, dir) {
+        if let Err(e) = maker.write(candidate, dir) {
             last = Some(e);
             continue;
         }
@@ -257,7 +329,7 @@ fn check_one(checker: &mut Checker, dir: &Path, candidate: &Candidate, ops: usiz
 pub fn explore(
     log: &Log,
     config: &ExploreConfig,
-    mut progress: impl FnMut(&Progress),
+    progress: impl FnMut(&Progress),
 ) -> io::Result<Exploration> {
     let total = log.ops().len();
     let (first, last) = config.crash_points.unwrap_or((0, total));
@@ -273,6 +345,53 @@ pub fn explore(
             seed: config.seed,
         },
     );
+    run_states(log, &mut search, StateMaker::Tree, ignore, config, progress)
+}
+
+/// Checks the crash states of a block device (an `--fs` run): each a
+/// block-level image, in the order of [`BlockSearch`]; the checker in
+/// `config` mounts it (see [`FsSetup::checker`]). The groups name no models:
+/// they were observed on `setup`'s filesystem.
+pub fn explore_image(
+    log: &Log,
+    image: Arc<ImageStates>,
+    setup: &FsSetup,
+    config: &ExploreConfig,
+    progress: impl FnMut(&Progress),
+) -> io::Result<Exploration> {
+    let mut search = BlockSearch::new(
+        Arc::clone(&image.device),
+        log,
+        config.torn_sector,
+        config.seed,
+    );
+    let ignore = globset::GlobSet::empty();
+    let mut found = run_states(
+        log,
+        &mut search,
+        StateMaker::Image(image),
+        ignore,
+        config,
+        progress,
+    )?;
+    for group in &mut found.groups {
+        group.models.clear();
+    }
+    found.per_model.clear();
+    found.real_fs = Some(setup.describe());
+    Ok(found)
+}
+
+fn run_states(
+    log: &Log,
+    search: &mut dyn StateSource,
+    maker: StateMaker,
+    ignore: globset::GlobSet,
+    config: &ExploreConfig,
+    mut progress: impl FnMut(&Progress),
+) -> io::Result<Exploration> {
+    let total = log.ops().len();
+    let modelled = matches!(maker, StateMaker::Tree);
     let start = Instant::now();
     let deadline = config.time_budget.map(|t| start + t);
     let scratch = tempfile::Builder::new()
@@ -295,10 +414,11 @@ pub fn explore(
             &dir,
             &config.running,
         )?;
-        let (task_rx, out_tx, stop) = (
+        let (task_rx, out_tx, stop, maker) = (
             Arc::clone(&task_rx),
             out_tx.clone(),
             Arc::clone(&config.stop),
+            maker.clone(),
         );
         workers.push(std::thread::spawn(move || {
             let state = dir.join("state");
@@ -308,7 +428,7 @@ pub fn explore(
                 if stop.load(Ordering::SeqCst) {
                     return;
                 }
-                let outcome = check_one(&mut checker, &state, &task.candidate, total);
+                let outcome = check_one(&mut checker, &maker, &state, &task.candidate, total);
                 // A checker stopped by an interrupt said nothing about its state.
                 if stop.load(Ordering::SeqCst) {
                     return;
@@ -342,6 +462,7 @@ pub fn explore(
     let mut ruled_out = 0;
     let mut per_model: std::collections::BTreeMap<String, usize> = FsModel::ALL
         .iter()
+        .filter(|_| modelled)
         .map(|m| (m.name().to_string(), 0))
         .collect();
     'search: loop {
@@ -374,11 +495,15 @@ pub fn explore(
             }
             break;
         };
-        let models =
-            facts.models_allowing(log, candidate.point, &candidate.pending, &candidate.kept);
-        if config
-            .fs_model
-            .is_some_and(|model| !models.contains(&model))
+        let models = if modelled {
+            facts.models_allowing(log, candidate.point, &candidate.pending, &candidate.kept)
+        } else {
+            Vec::new()
+        };
+        if modelled
+            && config
+                .fs_model
+                .is_some_and(|model| !models.contains(&model))
         {
             ruled_out += 1;
             continue;
@@ -463,6 +588,7 @@ pub fn explore(
         violations: run.grouper.total(),
         groups: run.grouper.groups(),
         tally: run.grouper.tally().clone(),
+        real_fs: None,
     })
 }
 
@@ -512,14 +638,18 @@ pub fn replay(
         .log
         .validate(point, kept)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let ignore = ignore_set(&saved.settings.ignore)?;
-    let tree = saved.log.state_with(point, kept).without(&ignore);
     let scratch = tempfile::Builder::new().prefix("slowfs-state-").tempdir()?;
     let dir = match keep {
         Some(keep) => keep.to_path_buf(),
         None => scratch.path().join("state"),
     };
-    materialize(&tree, &dir)?;
+    match &saved.image {
+        Some(image) => replayed_image(saved, image)?.materialize(point, kept, &dir)?,
+        None => {
+            let ignore = ignore_set(&saved.settings.ignore)?;
+            materialize(&saved.log.state_with(point, kept).without(&ignore), &dir)?;
+        }
+    }
     let mut checker = Checker::new(
         &saved.settings.check,
         saved.settings.persistent,
@@ -531,6 +661,32 @@ pub fn replay(
         dir: &dir,
         crash_point: point,
         ops: saved.log.ops().len(),
+    })
+}
+
+/// The states of a saved `--fs` run, once its base image is found unchanged.
+fn replayed_image(saved: &SavedRun, image: &SavedImage) -> io::Result<ImageStates> {
+    let hash = realfs::image_hash(&image.base).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("the run's base image {}: {e}", image.base.display()),
+        )
+    })?;
+    if hash != image.base_hash {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "the run's base image {} has changed since the run (hash {hash}, was {})",
+                image.base.display(),
+                image.base_hash
+            ),
+        ));
+    }
+    let device = slowfs_faults::crash::blocks::Device::new(&saved.log, image.node)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    Ok(ImageStates {
+        base: image.base.clone(),
+        device: Arc::new(device),
     })
 }
 

@@ -39,18 +39,31 @@ pub fn record(
     rule: Option<&str>,
     pid: &AtomicI32,
 ) -> io::Result<Recorded> {
-    if workload.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "no workload command given",
-        ));
-    }
     let initial = scan(backing).map_err(|e| {
         io::Error::new(
             e.kind(),
             format!("reading the initial state of {}: {e}", backing.display()),
         )
     })?;
+    record_over(workload, backing, initial, rule, pid)
+}
+
+/// [`record`] over a given initial state of `backing` (its node ids are the
+/// backing files' inode numbers): `--fs` gives its image's data none, since
+/// its states are made from the image on disk.
+pub fn record_over(
+    workload: &[OsString],
+    backing: &Path,
+    initial: slowfs_faults::durability::Tree,
+    rule: Option<&str>,
+    pid: &AtomicI32,
+) -> io::Result<Recorded> {
+    if workload.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "no workload command given",
+        ));
+    }
     let mountpoint = tempfile::Builder::new().prefix("slowfs-mnt-").tempdir()?;
     let mut config = MountConfig::new(backing, mountpoint.path());
     config.durability = crate::Durability::Record;
@@ -157,6 +170,22 @@ pub struct SavedRun {
     pub settings: CheckSettings,
     /// The log.
     pub log: Log,
+    /// With `--fs`: the filesystem and its base image.
+    #[serde(default)]
+    pub image: Option<SavedImage>,
+}
+
+/// What an `--fs` run's states are made from, besides the log.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SavedImage {
+    /// How the filesystem was made and mounted.
+    pub setup: crate::explore::FsSetup,
+    /// The base image (the filesystem as mkfs left it), kept beside the run.
+    pub base: PathBuf,
+    /// A hash of the base image, to tell it was not changed since.
+    pub base_hash: String,
+    /// The image's node in the log.
+    pub node: slowfs_faults::durability::NodeId,
 }
 
 impl SavedRun {

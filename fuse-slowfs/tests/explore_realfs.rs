@@ -1,0 +1,248 @@
+//! `slowfs explore --fs`: workloads on real ext4, XFS and btrfs in a recorded
+//! image, each crash state a block-level image mounted by the kernel (its own
+//! recovery) and checked. Each filesystem must catch an unsafe workload (the
+//! negative control) and pass the safe export; nothing is left attached or
+//! mounted, also when explore is killed mid-run. Needs root, loop devices and
+//! mkfs.ext4, mkfs.xfs, mkfs.btrfs (scripts/test.sh installs them): without
+//! them the tests fail and say what is missing.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/realfs");
+
+fn script(name: &str) -> String {
+    format!("{DATA}/{name}")
+}
+
+/// `slowfs explore --fs FS` with `extra` arguments; prints and returns its output.
+fn explore(fs: &str, extra: &[&str], check: &str, workload: &str) -> (Output, String) {
+    // Saved runs (with violations) go to a temporary directory, not the crate's.
+    let scratch = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .args(["explore", "--fs", fs, "--max-states", "150", "--check"])
+        .arg(script(check))
+        .args(extra)
+        .current_dir(scratch.path())
+        .arg("--")
+        .arg(script(workload))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("--fs {fs} {extra:?} {check} {workload}:\n{text}");
+    (out, text)
+}
+
+/// Loop devices attached to explore's files (its recording, its states).
+fn explore_loop_devices() -> Vec<String> {
+    std::fs::read_dir("/sys/block")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("loop/backing_file")).ok())
+        .filter(|b| b.contains("slowfs-"))
+        .collect()
+}
+
+fn assert_nothing_left() {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !explore_loop_devices().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        explore_loop_devices(),
+        Vec::<String>::new(),
+        "loop devices left attached"
+    );
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(
+        !mounts
+            .lines()
+            .any(|l| l.contains("slowfs-fs-") || l.contains("slowfs-states-")),
+        "mounts left: {mounts}"
+    );
+}
+
+fn preflight() {
+    for tool in ["mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "losetup", "unshare"] {
+        let found = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+            .iter()
+            .any(|dir| Path::new(dir).join(tool).exists());
+        assert!(
+            found,
+            "{tool} is missing: apt install e2fsprogs xfsprogs btrfs-progs util-linux"
+        );
+    }
+    assert!(
+        Path::new("/dev/loop-control").exists(),
+        "no loop devices (/dev/loop-control)"
+    );
+}
+
+/// Serialises these tests: each mounts loop devices, and two at once only
+/// make each other slow.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn caught(fs: &str, extra: &[&str], check: &str, workload: &str, message: &str) {
+    let (out, text) = explore(fs, extra, check, workload);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains(message), "{text}");
+    assert!(text.contains(&format!("observed on real {fs}")), "{text}");
+    assert_nothing_left();
+}
+
+fn clean(fs: &str, check: &str, workload: &str) {
+    let (out, text) = explore(fs, &[], check, workload);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("verdict: clean"), "{text}");
+    let checked: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("states checked: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(checked >= 20, "a clean verdict on {checked} states: {text}");
+    assert_nothing_left();
+}
+
+#[test]
+fn ext4_catches_the_export_without_fsync_under_noauto_da_alloc_and_passes_the_safe_one() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    preflight();
+    caught(
+        "ext4",
+        &["--mount-options", "commit=1,noauto_da_alloc"],
+        "check_config.sh",
+        "export_nofsync.sh",
+        "config is ''",
+    );
+    clean("ext4", "check_config.sh", "export_fsync.sh");
+}
+
+#[test]
+fn xfs_catches_the_export_without_fsync_and_passes_the_safe_one() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    preflight();
+    caught(
+        "xfs",
+        &[],
+        "check_config.sh",
+        "export_nofsync.sh",
+        "config is ''",
+    );
+    clean("xfs", "check_config.sh", "export_fsync.sh");
+    let xfssyncd = std::fs::read_to_string("/proc/sys/fs/xfs/xfssyncd_centisecs").unwrap();
+    assert_eq!(xfssyncd.trim(), "3000", "the XFS sync interval is put back");
+}
+
+#[test]
+fn btrfs_catches_an_fsync_of_one_file_taken_for_both_and_passes_the_safe_export() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    preflight();
+    caught(
+        "btrfs",
+        &[],
+        "check_two_files.sh",
+        "two_files.sh",
+        "b is saved but a is",
+    );
+    clean("btrfs", "check_config.sh", "export_fsync.sh");
+}
+
+#[test]
+fn a_real_fs_violation_replays_from_the_saved_run_and_its_base_image() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    preflight();
+    let logs = tempfile::tempdir().unwrap();
+    let log_dir = logs.path().to_str().unwrap();
+    let (out, text) = explore(
+        "ext4",
+        &[
+            "--mount-options",
+            "commit=1,noauto_da_alloc",
+            "--log-dir",
+            log_dir,
+            "--fsck",
+        ],
+        "check_config.sh",
+        "export_nofsync.sh",
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let replay = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replay: "))
+        .expect("a replay command");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(replay.replacen("slowfs", env!("CARGO_BIN_EXE_slowfs"), 1))
+        .output()
+        .unwrap();
+    let replayed = String::from_utf8_lossy(&out.stdout);
+    println!(
+        "{replay}:\n{replayed}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(replayed.contains("checker rejects it"), "{replayed}");
+    assert!(replayed.contains("config is ''"), "{replayed}");
+    // A base image changed since the run is refused, not replayed.
+    let base = std::fs::read_dir(logs.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "img"))
+        .expect("the base image beside the run");
+    let file = std::fs::OpenOptions::new().write(true).open(&base).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, b"changed", 1 << 20).unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(replay.replacen("slowfs", env!("CARGO_BIN_EXE_slowfs"), 1))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("has changed since the run"), "{stderr}");
+    assert_nothing_left();
+}
+
+#[test]
+fn explore_killed_while_checking_leaves_no_loop_device_or_mount() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    preflight();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .args(["explore", "--fs", "btrfs", "--check"])
+        .arg(format!("{} && sleep 0.2", script("check_config.sh")))
+        .arg("--")
+        .arg(script("export_fsync.sh"))
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once checking has begun (the progress line says so).
+    use std::io::BufRead;
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        println!("{line}");
+        if line.contains("states checked") {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_nothing_left();
+}
+
+#[test]
+fn a_filesystem_that_is_not_there_is_named_with_the_choices() {
+    let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .args(["explore", "--fs", "zfs", "--check", "true", "--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("ext4, xfs, btrfs"), "{stderr}");
+}

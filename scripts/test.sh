@@ -11,14 +11,18 @@ say() { echo "scripts/test.sh: $*" >&2; }
 # Debian packages: fusermount3 (non-root mounts), libacl1-dev (building pjdfstest),
 # fio (benchmarks and the fio test), tmux (the `slowfs top` test runs it in a terminal),
 # chromium (the HTML report's browser test), xfsprogs and btrfs-progs (explore --fs on
-# real XFS and btrfs; ext4's e2fsprogs is always there).
-packages=(fuse3 libacl1-dev fio tmux chromium xfsprogs btrfs-progs)
+# real XFS and btrfs; ext4's e2fsprogs is always there), golang-go (the Go driver's
+# tests build drivers/go with it).
+packages=(fuse3 libacl1-dev fio tmux chromium xfsprogs btrfs-progs golang-go)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # Node (the Node driver's tests); the machines come with Node 20, Debian's is 18.
 command -v node >/dev/null || missing+=(nodejs)
+# A JDK, 11 or later (the JVM driver's tests run drivers/jvm/SlowfsDriver.java as a
+# single-file source, which needs the JDK's compiler): the machines come with OpenJDK 17.
+command -v javac >/dev/null || missing+=(default-jdk-headless)
 if ((${#missing[@]})); then
   sudo=()
   if [[ $(id -u) != 0 ]]; then
@@ -70,6 +74,12 @@ fi
 if grep -q ' fuse.slowfs ' /proc/mounts; then
   say "slowfs mounts left behind:"
   grep ' fuse.slowfs ' /proc/mounts >&2
+  exit 1
+fi
+# ... and detaches the loop devices it attached (explore --fs): check.
+if [[ -n $(losetup -a 2>/dev/null) ]]; then
+  say "loop devices left attached:"
+  losetup -a >&2
   exit 1
 fi
 exit "$status"

@@ -276,6 +276,123 @@ fn node_apis_match_their_expectations() {
     }
 }
 
+/// Java NIO's AsynchronousFileChannel through drivers/jvm/SlowfsDriver.java, run
+/// as a single-file source (`java SlowfsDriver.java`, Java 11+): Future.cancel(false)
+/// (`nio`) and Future.cancel(true) (`nio-interrupt`). Both fail cancel (a ghost
+/// write; a closed channel), pass everything else, and positioned says append
+/// was not tested (the API refuses APPEND).
+#[test]
+fn jvm_apis_match_their_expectations() {
+    let java = std::process::Command::new("java").arg("-version").output();
+    let version = java
+        .as_ref()
+        .map(|o| String::from_utf8_lossy(&o.stderr).to_string())
+        .unwrap_or_default();
+    // `openjdk version "17.0.15" ...`; Java 8 says "1.8.0_...".
+    let major: u32 = version
+        .split('"')
+        .nth(1)
+        .and_then(|v| v.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        java.as_ref().is_ok_and(|o| o.status.success()) && major >= 11,
+        "java 11+ is missing (it runs drivers/jvm/SlowfsDriver.java as a single-file source; install a JDK: apt install default-jdk-headless, as scripts/test.sh does): {version}{java:?}"
+    );
+    let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
+    let engines: Vec<String> = ["nio", "nio-interrupt"]
+        .iter()
+        .map(|api| {
+            format!(
+                "cmd:java {}/../drivers/jvm/SlowfsDriver.java --api {api}",
+                env!("CARGO_MANIFEST_DIR")
+            )
+        })
+        .collect();
+    let (_serial, config) = setup(8, 5);
+    let report =
+        run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {}).expect("engines start");
+    println!("{}", report.render());
+    assert!(report.ok(), "{}", report.render());
+    use slowfs_conformance::report::Status::*;
+    for cell in &report.cells {
+        let want = if cell.suite == "cancel" { Fail } else { Pass };
+        assert_eq!(cell.status, want, "{} x {}", cell.engine, cell.suite);
+        if cell.suite == "positioned" {
+            assert!(
+                cell.detail.contains("append mode not tested"),
+                "{}",
+                cell.detail
+            );
+        }
+    }
+    assert_eq!(report.cells.len(), 2 * Suite::ALL.len());
+}
+
+/// Go's os.File through drivers/go (standard library only), built first with
+/// the local toolchain: `osfile` (cancel is f.SetDeadline, which cannot reach
+/// a pread) and `osfile-ctx` (the context idiom, which abandons the call).
+/// Both fail cancel (a held read unanswered; a ghost write); loop-lag passes
+/// unless f.Close() met Go's preemption signal (EINTR, golang/go#44964),
+/// which the expectations allow; everything else passes.
+#[test]
+fn go_apis_match_their_expectations() {
+    let go = std::process::Command::new("go").arg("version").output();
+    assert!(
+        go.as_ref().is_ok_and(|o| o.status.success()),
+        "go is missing (install Go 1.19+: apt install golang-go, as scripts/test.sh does): {go:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("slowfs-go-driver");
+    let built = std::process::Command::new("go")
+        .args(["build", "-o"])
+        .arg(&binary)
+        .arg(".")
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../drivers/go"))
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "go build in drivers/go failed:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
+    let engines: Vec<String> = ["osfile", "osfile-ctx"]
+        .iter()
+        .map(|api| format!("cmd:{} --api {api}", binary.display()))
+        .collect();
+    let (_serial, config) = setup(8, 5);
+    let report =
+        run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {}).expect("engines start");
+    println!("{}", report.render());
+    assert!(report.ok(), "{}", report.render());
+    use slowfs_conformance::report::Status::*;
+    for cell in &report.cells {
+        match cell.suite.as_str() {
+            "cancel" => assert_eq!(cell.status, Fail, "{}", cell.engine),
+            "loop-lag" => assert!(
+                cell.status == Pass
+                    || (cell.status == Fail
+                        && cell.detail.contains("close: Interrupted system call")),
+                "{} x loop-lag: {:?}\n{}",
+                cell.engine,
+                cell.status,
+                cell.detail
+            ),
+            _ => assert_eq!(cell.status, Pass, "{} x {}", cell.engine, cell.suite),
+        }
+        if cell.suite == "positioned" {
+            assert!(
+                cell.detail.contains("append mode not tested"),
+                "{}",
+                cell.detail
+            );
+        }
+    }
+    assert_eq!(report.cells.len(), 2 * Suite::ALL.len());
+}
+
 /// A driver that leaves one request unanswered: the cell fails at the request
 /// timeout (3 s here), naming the request, instead of running until its time
 /// limit with every later request waiting a timeout of its own.

@@ -1,0 +1,3 @@
+module slowfs/drivers/go
+
+go 1.19

@@ -57,6 +57,7 @@ if [[ ! -e /dev/fuse ]]; then
 fi
 
 status=0
+loops_before=$(losetup -a 2>/dev/null | sort)
 cargo test --workspace --release --no-fail-fast "$@" || status=$?
 
 # The Python package as users get it: the wheel (binaries inside) installed
@@ -77,9 +78,10 @@ if grep -q ' fuse.slowfs ' /proc/mounts; then
   exit 1
 fi
 # ... and detaches the loop devices it attached (explore --fs): check.
-if [[ -n $(losetup -a 2>/dev/null) ]]; then
+loops_left=$(comm -13 <(echo "$loops_before") <(losetup -a 2>/dev/null | sort))
+if [[ -n $loops_left ]]; then
   say "loop devices left attached:"
-  losetup -a >&2
+  echo "$loops_left" >&2
   exit 1
 fi
 exit "$status"

@@ -909,7 +909,8 @@ fn a_workload_that_leaves_the_recording_mount_in_use_gets_an_error_not_clean() {
     let _ = Command::new("kill").arg(pid.trim()).status();
     assert_eq!(code, 2, "{text}");
     assert!(
-        text.contains(&format!("process {} (sleep)", pid.trim())),
+        // Named "sh" or "sleep", whether or not the subshell has exec'd yet.
+        text.contains(&format!("process {} (", pid.trim())),
         "{text}"
     );
 }

@@ -416,6 +416,7 @@ impl BlockSearch {
             pending: epoch.writes.clone(),
             // The state is the base image plus `Device::writes`, not a tree.
             tree: Tree::empty(self.device.root),
+            models: Vec::new(),
         })
     }
 }

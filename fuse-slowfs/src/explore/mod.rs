@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use slowfs_faults::crash::blocks::BlockSearch;
-use slowfs_faults::crash::models::{FsModel, ModelFacts};
+use slowfs_faults::crash::models::FsModel;
 use slowfs_faults::crash::report::{Group, Grouper, Tally, Violation};
 use slowfs_faults::crash::search::{Candidate, CoverageSummary, Search, SearchConfig};
 use slowfs_faults::durability::{Kept, Log};
@@ -343,6 +343,7 @@ pub fn explore(
             per_point: config.per_point,
             ignore: ignore.clone(),
             seed: config.seed,
+            models: true,
         },
     );
     run_states(log, &mut search, StateMaker::Tree, ignore, config, progress)
@@ -458,7 +459,6 @@ fn run_states(
     // first second, then once a second.
     let mut last_report: Option<Instant> = None;
     let mut high_yield_seconds = None;
-    let facts = ModelFacts::new(log);
     let mut ruled_out = 0;
     let mut per_model: std::collections::BTreeMap<String, usize> = FsModel::ALL
         .iter()
@@ -495,11 +495,7 @@ fn run_states(
             }
             break;
         };
-        let models = if modelled {
-            facts.models_allowing(log, candidate.point, &candidate.pending, &candidate.kept)
-        } else {
-            Vec::new()
-        };
+        let models = candidate.models.clone();
         if modelled
             && config
                 .fs_model

@@ -223,11 +223,14 @@ fn record_on_real_fs(
     setup
         .make_image(&base)
         .with_context(|| format!("making the {fs} image"))?;
+    let mountpoint = dir.path().join("fs");
+    std::fs::create_dir(&mountpoint)?;
+    if let Some(command) = &args.fs_setup {
+        setup.populate(&base, &mountpoint, command)?;
+    }
     let backing = dir.path().join("backing");
     std::fs::create_dir(&backing)?;
     realfs::sparse_copy(&base, &backing.join("image"))?;
-    let mountpoint = dir.path().join("fs");
-    std::fs::create_dir(&mountpoint)?;
     let initial = image_tree(&backing)?;
     let node = initial_image_node(&initial);
     eprintln!(

@@ -373,6 +373,12 @@ struct ExploreArgs {
     /// that the commit timers write what it left in memory.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     fs_settle: std::time::Duration,
+    /// With --fs: a command (run by `sh -c` in the filesystem's root, with
+    /// SLOWFS_MOUNT set to it) that makes the initial state before the
+    /// recording, e.g. "sh git_setup.sh ." or "printf old > config.json":
+    /// what it leaves is on the disk when the workload starts.
+    #[arg(long, value_name = "CMD", requires = "fs")]
+    fs_setup: Option<String>,
     /// With --fs: also check each recovered image with the filesystem's
     /// fsck (read-only: e2fsck -fn, xfs_repair -n, btrfs check --readonly).
     #[arg(long, requires = "fs")]

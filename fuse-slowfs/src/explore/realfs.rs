@@ -233,6 +233,43 @@ impl FsSetup {
         Ok(())
     }
 
+    /// Runs `command` (by `sh -c`) in the root of the filesystem in `image`,
+    /// mounted at `mountpoint` with the recorded run's options, before the
+    /// recording: what it leaves is the initial, durable state (a repository
+    /// to commit to, the old file an export replaces).
+    pub fn populate(&self, image: &Path, mountpoint: &Path, command: &str) -> io::Result<()> {
+        const SCRIPT: &str = r#"fs=$1 img=$2 mnt=$3 opts=$4 command=$5
+mount -t "$fs" -o "loop${opts:+,$opts}" "$img" "$mnt" || exit 125
+(cd "$mnt" && SLOWFS_MOUNT="$mnt" exec sh -c "$command"); rc=$?
+umount "$mnt" || exit 125
+exit $rc"#;
+        let out = Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                SCRIPT,
+                "sh",
+            ])
+            .arg(self.fs.name())
+            .arg(image)
+            .arg(mountpoint)
+            .arg(&self.mount_options)
+            .arg(command)
+            .output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "--fs-setup `{command}` failed ({}): {}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout).trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
     /// The recorded command: the workload on the filesystem in the
     /// recording mount's `image`, mounted at `mountpoint` (its working directory and `SLOWFS_MOUNT`),
     /// then a settle pause and the unmount, in a mount namespace of its own.

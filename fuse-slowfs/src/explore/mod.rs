@@ -542,6 +542,11 @@ fn run_states(
             last_report = Some(Instant::now());
         }
     }
+    // Workers that saw the stop first end, and a send to them then fails:
+    // the loop left without seeing the stop itself.
+    if cut.is_none() && config.stop.load(Ordering::SeqCst) {
+        cut = Some(Cut::Interrupted);
+    }
     if cut == Some(Cut::Interrupted) {
         config.running.stop_all();
     }

@@ -18,14 +18,12 @@ use std::sync::Arc;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::search::{Candidate, CoverageSummary, PointCoverage, ENUMERATE_UP_TO};
+use super::search::{Candidate, CoverageSummary, PointCoverage, ENUMERATE_UP_TO, SATURATED_AFTER};
 use super::states::PointStates;
 use crate::durability::{Keep, Kept, Log, LogOp, NodeId, Tree};
 
 /// The unit a block device writes: writes are whole sectors at sector offsets.
 pub const SECTOR: u64 = 512;
-/// A point is saturated after this many samples in a row that were duplicates.
-const SATURATED_AFTER: usize = 32;
 
 /// One write of the device.
 #[derive(Debug, Clone)]
@@ -278,32 +276,12 @@ impl BlockSearch {
 
     /// High-yield states not yet handed out.
     pub fn high_yield_left(&self) -> usize {
-        self.coverage
-            .iter()
-            .map(|c| c.high_yield.saturating_sub(c.high_yield_done))
-            .sum()
+        super::search::high_yield_left(&self.coverage)
     }
 
     /// The coverage, per epoch (an epoch is a crash point here).
     pub fn summary(&self) -> CoverageSummary {
-        let mut summary = CoverageSummary {
-            points: self.coverage.len(),
-            ..CoverageSummary::default()
-        };
-        for (n, c) in self.coverage.iter().enumerate() {
-            summary.high_yield.0 += c.high_yield;
-            summary.high_yield.1 += c.high_yield_done.min(c.high_yield);
-            if c.high_yield_done < c.high_yield {
-                summary.incomplete.push(self.device.epochs[n].point);
-            } else if c.exhausted {
-                summary.every_state += 1;
-            } else if c.sampled > 0 {
-                summary.high_yield_and_sampled += 1;
-            } else {
-                summary.high_yield_only += 1;
-            }
-        }
-        summary
+        CoverageSummary::of(&self.coverage, |n| self.device.epochs[n].point)
     }
 
     /// The next distinct state, or `None` when there is none left or as soon

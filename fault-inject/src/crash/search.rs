@@ -28,7 +28,7 @@ use crate::durability::{Kept, Log, Tree};
 /// Points with at most this many states get every one of them in phase 3.
 pub const ENUMERATE_UP_TO: usize = 256;
 /// A point is saturated after this many samples in a row that were duplicates.
-const SATURATED_AFTER: usize = 32;
+pub(crate) const SATURATED_AFTER: usize = 32;
 
 /// What to search.
 #[derive(Debug, Clone)]
@@ -117,6 +117,29 @@ pub struct CoverageSummary {
 }
 
 impl CoverageSummary {
+    /// The summary of per-point coverage; `point(n)` is the crash point of
+    /// the `n`th entry (named in `incomplete`).
+    pub fn of(coverage: &[PointCoverage], point: impl Fn(usize) -> usize) -> CoverageSummary {
+        let mut summary = CoverageSummary {
+            points: coverage.len(),
+            ..CoverageSummary::default()
+        };
+        for (n, c) in coverage.iter().enumerate() {
+            summary.high_yield.0 += c.high_yield;
+            summary.high_yield.1 += c.high_yield_done.min(c.high_yield);
+            if c.high_yield_done < c.high_yield {
+                summary.incomplete.push(point(n));
+            } else if c.exhausted {
+                summary.every_state += 1;
+            } else if c.sampled > 0 {
+                summary.high_yield_and_sampled += 1;
+            } else {
+                summary.high_yield_only += 1;
+            }
+        }
+        summary
+    }
+
     /// Whether every point got at least its high-yield states.
     pub fn complete(&self) -> bool {
         self.incomplete.is_empty()
@@ -216,32 +239,12 @@ impl<'a> Search<'a> {
     /// High-yield states not yet handed out (or found checked): what the
     /// search still owes.
     pub fn high_yield_left(&self) -> usize {
-        self.coverage
-            .iter()
-            .map(|c| c.high_yield.saturating_sub(c.high_yield_done))
-            .sum()
+        high_yield_left(&self.coverage)
     }
 
     /// The coverage in four categories that add up.
     pub fn summary(&self) -> CoverageSummary {
-        let mut summary = CoverageSummary {
-            points: self.coverage.len(),
-            ..CoverageSummary::default()
-        };
-        for (n, c) in self.coverage.iter().enumerate() {
-            summary.high_yield.0 += c.high_yield;
-            summary.high_yield.1 += c.high_yield_done.min(c.high_yield);
-            if c.high_yield_done < c.high_yield {
-                summary.incomplete.push(self.config.first + n);
-            } else if c.exhausted {
-                summary.every_state += 1;
-            } else if c.sampled > 0 {
-                summary.high_yield_and_sampled += 1;
-            } else {
-                summary.high_yield_only += 1;
-            }
-        }
-        summary
+        CoverageSummary::of(&self.coverage, |n| self.config.first + n)
     }
 
     /// The next distinct state to check; `None` when there is none left.
@@ -408,6 +411,14 @@ impl<'a> Search<'a> {
             models,
         })
     }
+}
+
+/// High-yield states of `coverage` not yet handed out (or found checked).
+pub(crate) fn high_yield_left(coverage: &[PointCoverage]) -> usize {
+    coverage
+        .iter()
+        .map(|c| c.high_yield.saturating_sub(c.high_yield_done))
+        .sum()
 }
 
 /// A bit per model, in [`FsModel::ALL`]'s order.

@@ -1,6 +1,8 @@
 //! `slowfs explore` on the shipped export examples: it must tell the broken
 //! exports from the correct one, in shell and in Python.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -876,11 +878,7 @@ fn explore_sh(workload: &str) -> (i32, String) {
         .args(["--", "sh", "-c", workload])
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::text(&out);
     println!("{workload}:\n{text}");
     (out.status.code().unwrap_or(-1), text)
 }

@@ -6,6 +6,8 @@
 //! mkfs.ext4, mkfs.xfs, mkfs.btrfs (scripts/test.sh installs them): without
 //! them the tests fail and say what is missing.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -29,11 +31,7 @@ fn explore(fs: &str, extra: &[&str], check: &str, workload: &str) -> (Output, St
         .arg(script(workload))
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::text(&out);
     println!("--fs {fs} {extra:?} {check} {workload}:\n{text}");
     (out, text)
 }

@@ -51,9 +51,24 @@ fn setup(cases: u32, seed: u64) -> (std::sync::MutexGuard<'static, ()>, SuiteCon
     (serial, config)
 }
 
+/// The matrix of `engines` over every suite (`cases` cases, `seed`),
+/// printed, and every cell as the built-in expectations say.
+fn matrix_as_expected(
+    engines: &[String],
+    cases: u32,
+    seed: u64,
+) -> slowfs_conformance::report::Report {
+    let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
+    let (_serial, config) = setup(cases, seed);
+    let report =
+        run_matrix(engines, Suite::ALL, false, &config, &known, |_| {}).expect("engines start");
+    println!("{}", report.render());
+    assert!(report.ok(), "{}", report.render());
+    report
+}
+
 #[test]
 fn python_libraries_match_their_expectations() {
-    let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
     let mut engines: Vec<String> = ["to_thread", "aiofiles", "ayafileio"]
         .iter()
         .map(|l| driver(l))
@@ -61,11 +76,7 @@ fn python_libraries_match_their_expectations() {
     for caio in ["uring", "linux", "thread", "python"] {
         engines.push(driver(&format!("aiofile --caio {caio}")));
     }
-    let (_serial, config) = setup(8, 5);
-    let report =
-        run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {}).expect("engines start");
-    println!("{}", report.render());
-    assert!(report.ok(), "{}", report.render());
+    let report = matrix_as_expected(&engines, 8, 5);
     let status = |engine: &str, suite: &str| {
         report
             .cells
@@ -91,7 +102,6 @@ fn python_libraries_match_their_expectations() {
 /// abandoned), and positioned is unsupported with the reason stated.
 #[test]
 fn anyio_and_trio_match_their_expectations() {
-    let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
     let engines: Vec<String> = [
         "--lib anyio --backend asyncio",
         "--lib anyio --backend trio",
@@ -100,11 +110,7 @@ fn anyio_and_trio_match_their_expectations() {
     .iter()
     .map(|args| python_driver("anyio_driver.py", args))
     .collect();
-    let (_serial, config) = setup(4, 2026);
-    let report =
-        run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {}).expect("engines start");
-    println!("{}", report.render());
-    assert!(report.ok(), "{}", report.render());
+    let report = matrix_as_expected(&engines, 4, 2026);
     use slowfs_conformance::report::Status::*;
     for engine in ["py:anyio-asyncio", "py:anyio-trio", "py:trio"] {
         let status = |suite: &str| {
@@ -253,7 +259,6 @@ fn node_apis_match_their_expectations() {
         node.as_ref().is_ok_and(|o| o.status.success()),
         "node is missing (install Node 20: apt install nodejs): {node:?}"
     );
-    let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
     let engines: Vec<String> = ["promises", "callbacks"]
         .iter()
         .map(|api| {
@@ -263,11 +268,7 @@ fn node_apis_match_their_expectations() {
             )
         })
         .collect();
-    let (_serial, config) = setup(8, 5);
-    let report =
-        run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {}).expect("engines start");
-    println!("{}", report.render());
-    assert!(report.ok(), "{}", report.render());
+    let report = matrix_as_expected(&engines, 8, 5);
     use slowfs_conformance::report::Status::*;
     for cell in &report.cells {
         if cell.suite != "cancel" {
@@ -299,7 +300,6 @@ fn jvm_apis_match_their_expectations() {
         java.as_ref().is_ok_and(|o| o.status.success()) && major >= 11,
         "java 11+ is missing (it runs drivers/jvm/SlowfsDriver.java as a single-file source; install a JDK: apt install default-jdk-headless, as scripts/test.sh does): {version}{java:?}"
     );
-    let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
     let engines: Vec<String> = ["nio", "nio-interrupt"]
         .iter()
         .map(|api| {
@@ -309,11 +309,7 @@ fn jvm_apis_match_their_expectations() {
             )
         })
         .collect();
-    let (_serial, config) = setup(8, 5);
-    let report =
-        run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {}).expect("engines start");
-    println!("{}", report.render());
-    assert!(report.ok(), "{}", report.render());
+    let report = matrix_as_expected(&engines, 8, 5);
     use slowfs_conformance::report::Status::*;
     for cell in &report.cells {
         let want = if cell.suite == "cancel" { Fail } else { Pass };
@@ -357,16 +353,11 @@ fn go_apis_match_their_expectations() {
         "go build in drivers/go failed:\n{}",
         String::from_utf8_lossy(&built.stderr)
     );
-    let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
     let engines: Vec<String> = ["osfile", "osfile-ctx"]
         .iter()
         .map(|api| format!("cmd:{} --api {api}", binary.display()))
         .collect();
-    let (_serial, config) = setup(8, 5);
-    let report =
-        run_matrix(&engines, Suite::ALL, false, &config, &known, |_| {}).expect("engines start");
-    println!("{}", report.render());
-    assert!(report.ok(), "{}", report.render());
+    let report = matrix_as_expected(&engines, 8, 5);
     use slowfs_conformance::report::Status::*;
     for cell in &report.cells {
         match cell.suite.as_str() {

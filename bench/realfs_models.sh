@@ -9,11 +9,15 @@
 # verdict: "agree", "model can, not seen" (one timeline: not "never"), or
 # "MODEL SAYS NEVER" (the model is wrong: must be zero). Also states, states/s
 # and peak RSS of each --fs run. BUDGET (default 90s) per --fs run; ONLY=REGEX
-# runs the matching rows. Needs root, loop devices, xfsprogs, btrfs-progs.
+# runs the matching rows; SLOWFS=PATH runs that binary instead of building one
+# (a copy, so a rebuild during the run cannot change it). Needs root, loop
+# devices, xfsprogs, btrfs-progs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet -p slowfs
-slowfs=$PWD/target/release/slowfs
+if [[ -z ${SLOWFS:-} ]]; then
+  cargo build --release --quiet -p slowfs
+fi
+slowfs=${SLOWFS:-$PWD/target/release/slowfs}
 apps=$PWD/fuse-slowfs/examples/apps
 export_ex=$PWD/fuse-slowfs/examples/export
 realfs=$PWD/fuse-slowfs/tests/data/realfs

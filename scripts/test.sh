@@ -56,9 +56,11 @@ if [[ ! -e /dev/fuse ]]; then
   exit 1
 fi
 
+say "set-up done after ${SECONDS}s"
 status=0
 loops_before=$(losetup -a 2>/dev/null | sort)
 cargo test --workspace --release --no-fail-fast "$@" || status=$?
+say "cargo test done after ${SECONDS}s"
 
 # The Python package as users get it: the wheel (binaries inside) installed
 # into the venv, then its pytest plugin's tests on real mounts. Only on a full
@@ -84,4 +86,5 @@ if [[ -n $loops_left ]]; then
   echo "$loops_left" >&2
   exit 1
 fi
+say "all done after ${SECONDS}s (exit $status)"
 exit "$status"

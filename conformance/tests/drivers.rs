@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use slowfs_conformance::runner::run_matrix;
-use slowfs_conformance::{expectations, Suite, SuiteConfig, Verdict};
+use slowfs_conformance::{Suite, SuiteConfig, Verdict};
 use slowfs_harness::{AnyEngine, Engine, OpenOptions};
 
 /// Suites count the process's fds and time its loop: one matrix at a time.
@@ -51,32 +51,214 @@ fn setup(cases: u32, seed: u64) -> (std::sync::MutexGuard<'static, ()>, SuiteCon
     (serial, config)
 }
 
-/// The matrix of `engines` over every suite (`cases` cases, `seed`),
-/// printed, and every cell as the built-in expectations say.
-fn matrix_as_expected(
-    engines: &[String],
-    cases: u32,
-    seed: u64,
-) -> slowfs_conformance::report::Report {
-    let known = expectations::parse("built-in", expectations::BUILT_IN).unwrap();
-    let (_serial, config) = setup(cases, seed);
-    let report =
-        run_matrix(engines, Suite::ALL, false, &config, &known, |_| {}).expect("engines start");
-    println!("{}", report.render());
+/// The driver matrices (every suite on each library's APIs) take minutes each,
+/// almost all of it waiting on injected delays: one after another they took
+/// 6 min of wall time for 44 s of CPU. Each runs as a `slowfs-conformance run`
+/// process of its own, so they share nothing with this process (whose suites
+/// count its fds), and the first matrix test to start launches all of them at
+/// once; each test then waits for its own and judges it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Matrix {
+    Python,
+    AnyioTrio,
+    Node,
+    Jvm,
+    Go,
+}
+
+impl Matrix {
+    const ALL: [Matrix; 5] = [
+        Matrix::Python,
+        Matrix::AnyioTrio,
+        Matrix::Node,
+        Matrix::Jvm,
+        Matrix::Go,
+    ];
+
+    /// The engines, cases and seed of this matrix, after checking that its
+    /// runtime is installed (and building the Go driver into `dir`).
+    fn plan(self, dir: &std::path::Path) -> Result<(Vec<String>, u32, u64), String> {
+        let manifest = env!("CARGO_MANIFEST_DIR");
+        Ok(match self {
+            Matrix::Python => {
+                let mut engines: Vec<String> = ["to_thread", "aiofiles", "ayafileio"]
+                    .iter()
+                    .map(|l| driver(l))
+                    .collect();
+                for caio in ["uring", "linux", "thread", "python"] {
+                    engines.push(driver(&format!("aiofile --caio {caio}")));
+                }
+                (engines, 8, 5)
+            }
+            Matrix::AnyioTrio => {
+                let engines = [
+                    "--lib anyio --backend asyncio",
+                    "--lib anyio --backend trio",
+                    "--lib trio",
+                ]
+                .iter()
+                .map(|args| python_driver("anyio_driver.py", args))
+                .collect();
+                (engines, 4, 2026)
+            }
+            Matrix::Node => {
+                let version = quietly(std::process::Command::new("node").arg("--version"), dir);
+                if !version.as_ref().is_ok_and(|(ok, _)| *ok) {
+                    return Err(format!(
+                        "node is missing (install Node 20: apt install nodejs): {version:?}"
+                    ));
+                }
+                let engines = ["promises", "callbacks"]
+                    .iter()
+                    .map(|api| {
+                        format!("cmd:node {manifest}/../drivers/node/slowfs_driver.mjs --api {api}")
+                    })
+                    .collect();
+                (engines, 8, 5)
+            }
+            Matrix::Jvm => {
+                let java = quietly(std::process::Command::new("java").arg("-version"), dir);
+                let text = java.as_ref().map(|(_, t)| t.clone()).unwrap_or_default();
+                // `openjdk version "17.0.15" ...`; Java 8 says "1.8.0_...".
+                let major: u32 = text
+                    .split('"')
+                    .nth(1)
+                    .and_then(|v| v.split(|c: char| !c.is_ascii_digit()).next())
+                    .and_then(|m| m.parse().ok())
+                    .unwrap_or(0);
+                if !java.as_ref().is_ok_and(|(ok, _)| *ok) || major < 11 {
+                    return Err(format!(
+                        "java 11+ is missing (it runs drivers/jvm/SlowfsDriver.java as a single-file source; install a JDK: apt install default-jdk-headless, as scripts/test.sh does): {text}{java:?}"
+                    ));
+                }
+                let engines = ["nio", "nio-interrupt"]
+                    .iter()
+                    .map(|api| {
+                        format!("cmd:java {manifest}/../drivers/jvm/SlowfsDriver.java --api {api}")
+                    })
+                    .collect();
+                (engines, 8, 5)
+            }
+            Matrix::Go => {
+                let go = quietly(std::process::Command::new("go").arg("version"), dir);
+                if !go.as_ref().is_ok_and(|(ok, _)| *ok) {
+                    return Err(format!(
+                        "go is missing (install Go 1.19+: apt install golang-go, as scripts/test.sh does): {go:?}"
+                    ));
+                }
+                let binary = dir.join("slowfs-go-driver");
+                let built = quietly(
+                    std::process::Command::new("go")
+                        .args(["build", "-o"])
+                        .arg(&binary)
+                        .arg(".")
+                        .current_dir(format!("{manifest}/../drivers/go"))
+                        .env("GOTOOLCHAIN", "local"),
+                    dir,
+                );
+                match built {
+                    Ok((true, _)) => {}
+                    other => return Err(format!("go build in drivers/go failed: {other:?}")),
+                }
+                let engines = ["osfile", "osfile-ctx"]
+                    .iter()
+                    .map(|api| format!("cmd:{} --api {api}", binary.display()))
+                    .collect();
+                (engines, 8, 5)
+            }
+        })
+    }
+
+    /// Plans and runs this matrix in a `slowfs-conformance run` process;
+    /// returns the report and what the run printed.
+    fn run(self) -> Result<(slowfs_conformance::report::Report, String), String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let (engines, cases, seed) = self.plan(dir.path())?;
+        let json = dir.path().join("report.json");
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_slowfs-conformance"));
+        command
+            .arg("run")
+            .args(["--cases", &cases.to_string(), "--seed", &seed.to_string()])
+            .arg("--json")
+            .arg(&json)
+            .arg("--fault-traces")
+            .arg(dir.path().join("faults"))
+            // Caps each driver request at 3 s: a library that stops answering
+            // costs that per case and shrink step.
+            .env("SLOWFS_DRIVER_TIMEOUT_MS", "3000");
+        for engine in &engines {
+            command.arg("--engine").arg(engine);
+        }
+        let (_, printed) = quietly(&mut command, dir.path()).map_err(|e| e.to_string())?;
+        let report = std::fs::read(&json)
+            .map_err(|e| format!("{self:?}: no report ({e}); the run printed:\n{printed}"))?;
+        let report = serde_json::from_slice(&report).map_err(|e| e.to_string())?;
+        Ok((report, printed))
+    }
+}
+
+/// Runs `command` with its output (stdout and stderr) in a file in `dir`:
+/// whether it succeeded, and the output. Starts it under the one-at-a-time
+/// lock: a child's pipes are fds of this process while they exist, and an
+/// in-process suite counts them.
+fn quietly(
+    command: &mut std::process::Command,
+    dir: &std::path::Path,
+) -> std::io::Result<(bool, String)> {
+    let out = tempfile::NamedTempFile::new_in(dir)?;
+    let mut child = {
+        let _serial = serial();
+        command
+            .stdin(std::process::Stdio::null())
+            .stdout(out.reopen()?)
+            .stderr(out.reopen()?)
+            .spawn()?
+    };
+    let status = child.wait()?;
+    Ok((status.success(), std::fs::read_to_string(out.path())?))
+}
+
+type Launched = std::collections::HashMap<
+    Matrix,
+    std::sync::Mutex<
+        Option<
+            std::thread::JoinHandle<Result<(slowfs_conformance::report::Report, String), String>>,
+        >,
+    >,
+>;
+
+/// The report of `matrix` (launching every matrix on the first call), after
+/// checking that every cell is as the built-in expectations say.
+fn matrix_as_expected(matrix: Matrix) -> slowfs_conformance::report::Report {
+    static LAUNCHED: std::sync::OnceLock<Launched> = std::sync::OnceLock::new();
+    let launched = LAUNCHED.get_or_init(|| {
+        Matrix::ALL
+            .iter()
+            .map(|&m| {
+                (
+                    m,
+                    std::sync::Mutex::new(Some(std::thread::spawn(move || m.run()))),
+                )
+            })
+            .collect()
+    });
+    let running = launched[&matrix]
+        .lock()
+        .unwrap()
+        .take()
+        .expect("each matrix is judged by one test");
+    let (report, printed) = running
+        .join()
+        .expect("the matrix thread does not panic")
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("{printed}");
     assert!(report.ok(), "{}", report.render());
     report
 }
 
 #[test]
 fn python_libraries_match_their_expectations() {
-    let mut engines: Vec<String> = ["to_thread", "aiofiles", "ayafileio"]
-        .iter()
-        .map(|l| driver(l))
-        .collect();
-    for caio in ["uring", "linux", "thread", "python"] {
-        engines.push(driver(&format!("aiofile --caio {caio}")));
-    }
-    let report = matrix_as_expected(&engines, 8, 5);
+    let report = matrix_as_expected(Matrix::Python);
     let status = |engine: &str, suite: &str| {
         report
             .cells
@@ -102,15 +284,7 @@ fn python_libraries_match_their_expectations() {
 /// abandoned), and positioned is unsupported with the reason stated.
 #[test]
 fn anyio_and_trio_match_their_expectations() {
-    let engines: Vec<String> = [
-        "--lib anyio --backend asyncio",
-        "--lib anyio --backend trio",
-        "--lib trio",
-    ]
-    .iter()
-    .map(|args| python_driver("anyio_driver.py", args))
-    .collect();
-    let report = matrix_as_expected(&engines, 4, 2026);
+    let report = matrix_as_expected(Matrix::AnyioTrio);
     use slowfs_conformance::report::Status::*;
     for engine in ["py:anyio-asyncio", "py:anyio-trio", "py:trio"] {
         let status = |suite: &str| {
@@ -254,21 +428,7 @@ fn the_documented_minimal_driver_passes() {
 /// Node 20's fs.promises and callback APIs through drivers/node/slowfs_driver.mjs.
 #[test]
 fn node_apis_match_their_expectations() {
-    let node = std::process::Command::new("node").arg("--version").output();
-    assert!(
-        node.as_ref().is_ok_and(|o| o.status.success()),
-        "node is missing (install Node 20: apt install nodejs): {node:?}"
-    );
-    let engines: Vec<String> = ["promises", "callbacks"]
-        .iter()
-        .map(|api| {
-            format!(
-                "cmd:node {}/../drivers/node/slowfs_driver.mjs --api {api}",
-                env!("CARGO_MANIFEST_DIR")
-            )
-        })
-        .collect();
-    let report = matrix_as_expected(&engines, 8, 5);
+    let report = matrix_as_expected(Matrix::Node);
     use slowfs_conformance::report::Status::*;
     for cell in &report.cells {
         if cell.suite != "cancel" {
@@ -284,32 +444,7 @@ fn node_apis_match_their_expectations() {
 /// was not tested (the API refuses APPEND).
 #[test]
 fn jvm_apis_match_their_expectations() {
-    let java = std::process::Command::new("java").arg("-version").output();
-    let version = java
-        .as_ref()
-        .map(|o| String::from_utf8_lossy(&o.stderr).to_string())
-        .unwrap_or_default();
-    // `openjdk version "17.0.15" ...`; Java 8 says "1.8.0_...".
-    let major: u32 = version
-        .split('"')
-        .nth(1)
-        .and_then(|v| v.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
-    assert!(
-        java.as_ref().is_ok_and(|o| o.status.success()) && major >= 11,
-        "java 11+ is missing (it runs drivers/jvm/SlowfsDriver.java as a single-file source; install a JDK: apt install default-jdk-headless, as scripts/test.sh does): {version}{java:?}"
-    );
-    let engines: Vec<String> = ["nio", "nio-interrupt"]
-        .iter()
-        .map(|api| {
-            format!(
-                "cmd:java {}/../drivers/jvm/SlowfsDriver.java --api {api}",
-                env!("CARGO_MANIFEST_DIR")
-            )
-        })
-        .collect();
-    let report = matrix_as_expected(&engines, 8, 5);
+    let report = matrix_as_expected(Matrix::Jvm);
     use slowfs_conformance::report::Status::*;
     for cell in &report.cells {
         let want = if cell.suite == "cancel" { Fail } else { Pass };
@@ -333,31 +468,7 @@ fn jvm_apis_match_their_expectations() {
 /// which the expectations allow; everything else passes.
 #[test]
 fn go_apis_match_their_expectations() {
-    let go = std::process::Command::new("go").arg("version").output();
-    assert!(
-        go.as_ref().is_ok_and(|o| o.status.success()),
-        "go is missing (install Go 1.19+: apt install golang-go, as scripts/test.sh does): {go:?}"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let binary = dir.path().join("slowfs-go-driver");
-    let built = std::process::Command::new("go")
-        .args(["build", "-o"])
-        .arg(&binary)
-        .arg(".")
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../drivers/go"))
-        .env("GOTOOLCHAIN", "local")
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "go build in drivers/go failed:\n{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let engines: Vec<String> = ["osfile", "osfile-ctx"]
-        .iter()
-        .map(|api| format!("cmd:{} --api {api}", binary.display()))
-        .collect();
-    let report = matrix_as_expected(&engines, 8, 5);
+    let report = matrix_as_expected(Matrix::Go);
     use slowfs_conformance::report::Status::*;
     for cell in &report.cells {
         match cell.suite.as_str() {

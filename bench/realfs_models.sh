@@ -61,7 +61,7 @@ row() {
     rate=$(sed -n 's/^states checked: .*, \([0-9]*\)\/s$/\1/p' <<<"$real")
     viol=$(sed -n 's/^violations: //p' <<<"$real")
     cov=$(sed -n 's/^  high-yield states checked: \([0-9]* of [0-9]*\).*/\1/p' <<<"$real")
-    cells+=("$(verdict "${can[$fs]}" "${viol:-0}"): ${viol:-?} violations in ${states:-?} states (${rate:-?}/s, high-yield ${cov:-?}, $(($(cat "$rss") / 1024)) MiB)")
+    cells+=("$(verdict "${can[$fs]}" "${viol:-0}"): ${viol:-?} violations in ${states:-?} states (${rate:-?}/s, high-yield ${cov:-?}, $(($(tail -n 1 "$rss") / 1024)) MiB)")
   done
   printf '| %s | %s: %s / %s / %s | %s | %s | %s |\n' "$name" "$groups" "$xfs" "$ext4" "$btrfs" "${cells[@]}"
 }

@@ -136,6 +136,7 @@ pub fn mount_as_root(
     mountpoint: &Path,
     source: &Path,
     options: &crate::mount_options::MountOptions,
+    max_read: Option<u32>,
 ) -> io::Result<OwnedFd> {
     use std::os::unix::fs::MetadataExt;
     let fd: OwnedFd = std::fs::OpenOptions::new()
@@ -157,6 +158,9 @@ pub fn mount_as_root(
     }
     if options.default_permissions {
         data.push_str(",default_permissions");
+    }
+    if let Some(max_read) = max_read {
+        data.push_str(&format!(",max_read={max_read}"));
     }
     nix::mount::mount(
         Some(source),

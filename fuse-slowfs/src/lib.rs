@@ -19,6 +19,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod client_cache;
 pub mod control;
 pub mod explore;
 mod fd_passing;
@@ -40,6 +41,7 @@ pub mod tree_io;
 pub mod tuning;
 mod unmount;
 
+pub use client_cache::CachePolicy;
 pub use fs::DurabilityReport;
 pub use mount::{ControlSocket, Durability, FaultTraceFile, Mount, MountConfig};
 pub use stats::StatsReport;

@@ -63,6 +63,10 @@ pub struct MountConfig {
     /// interrupted or killed, like an NFS mount with `intr`; off (`--no-intr`): it
     /// waits out its fault whatever happens to the caller.
     pub interruptible: bool,
+    /// How the kernel caches data and attributes (`--cache`): every call of a
+    /// file a data rule touches reaches the daemon, or the NFS client's caching
+    /// (which brings the write-back cache, `wsize` writes and no passthrough).
+    pub cache: crate::CachePolicy,
 }
 
 /// A fault trace (`slowfs_faults::trace`) to write or to replay.
@@ -133,6 +137,7 @@ impl MountConfig {
             fault_trace: None,
             passthrough: true,
             interruptible: true,
+            cache: crate::CachePolicy::EveryCall,
         }
     }
 }
@@ -225,10 +230,19 @@ impl Mount {
             None => plan,
         };
         let plan = Arc::new(plan);
+        let mut tuning = config.tuning;
+        if let crate::CachePolicy::Nfs(nfs) = config.cache {
+            // Writes in requests of at most wsize. Not FUSE's write-back cache:
+            // under it the kernel keeps its own size and times of a file and
+            // ignores the server's, so one client would never see another's
+            // file grow (fuse_change_attributes); the NFS client does.
+            tuning.writeback_cache = false;
+            tuning.max_write = nfs.wsize;
+        }
         let fs = SlowFs::new(
             &config.backing,
             plan,
-            config.tuning,
+            tuning,
             FsMode {
                 durability: config.durability,
                 // Kernel passthrough needs CAP_SYS_ADMIN: without root, the daemon serves.
@@ -236,6 +250,7 @@ impl Mount {
                 interruptible: config.interruptible,
                 atime: config.options.atime,
                 nodiratime: config.options.nodiratime,
+                cache: config.cache,
             },
         )?;
         let inner = fs.inner();
@@ -249,8 +264,13 @@ impl Mount {
         // The mount shows its backing directory as its source, as bind mounts
         // and sshfs do (`findmnt --source DIR`, `df`).
         let source = config.backing.canonicalize()?;
+        // The NFS client's READs are at most rsize.
+        let max_read = match config.cache {
+            crate::CachePolicy::Nfs(nfs) => Some(nfs.rsize),
+            crate::CachePolicy::EveryCall => None,
+        };
         let fd = if as_root() {
-            crate::fusermount::mount_as_root(&mountpoint, &source, &config.options)
+            crate::fusermount::mount_as_root(&mountpoint, &source, &config.options, max_read)
         } else {
             // Without root, the setuid helper mounts, whatever /dev/fuse's mode.
             let mut helper_options = config.options.fusermount();
@@ -259,6 +279,9 @@ impl Mount {
                 crate::fusermount::escape_option(&source.to_string_lossy())
             ));
             helper_options.push(format!("subtype={SUBTYPE}"));
+            if let Some(max_read) = max_read {
+                helper_options.push(format!("max_read={max_read}"));
+            }
             crate::fusermount::mount(&mountpoint, &helper_options)
         };
         let session = fd
@@ -279,6 +302,9 @@ impl Mount {
         inner.set_notifier(session.notifier());
         let session = session.spawn()?;
         let connection = std::fs::metadata(&mountpoint).ok().map(|m| m.dev());
+        if let (crate::CachePolicy::Nfs(nfs), Some(dev)) = (config.cache, connection) {
+            crate::client_cache::set_read_ahead(dev, &nfs);
+        }
         // Unmounts if this process dies without doing it (SIGKILL).
         let guard = connection.and_then(|dev| {
             crate::guard::UnmountGuard::spawn(&mountpoint, dev)

@@ -912,3 +912,25 @@ fn a_workload_that_leaves_the_recording_mount_in_use_gets_an_error_not_clean() {
         "{text}"
     );
 }
+
+/// A workload that writes nothing on the mount (here: into its own directory)
+/// gets no verdict: "clean" would be about nothing.
+#[test]
+fn a_workload_that_changes_nothing_on_the_mount_is_an_error_not_clean() {
+    let logs = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .args(["explore", "--log-dir"])
+        .arg(logs.path())
+        .args(["--check", "true", "--", "sh", "-c", "echo x > /dev/null"])
+        .current_dir(logs.path())
+        .output()
+        .unwrap();
+    let text = common::text(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("changed nothing on the recording mount"),
+        "{text}"
+    );
+    assert!(text.contains("cd \"$SLOWFS_MOUNT\""), "{text}");
+    assert!(!text.contains("clean"), "{text}");
+}

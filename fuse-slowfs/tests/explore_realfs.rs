@@ -234,6 +234,54 @@ fn explore_killed_while_checking_leaves_no_loop_device_or_mount() {
     assert_nothing_left();
 }
 
+/// Processes whose command line starts with `needle`.
+fn processes_running(needle: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.starts_with(needle))
+        .collect()
+}
+
+#[test]
+fn explore_killed_while_recording_leaves_no_workload_loop_device_or_mount() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    preflight();
+    // A workload that writes, then waits far longer than the test.
+    let tag = "3617.25";
+    let scratch = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .args([
+            "explore", "--fs", "ext4", "--check", "true", "--", "sh", "-c",
+        ])
+        .arg(format!("echo data > f && sync && exec sleep {tag}"))
+        .current_dir(scratch.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while processes_running(&format!("sleep {tag}")).is_empty() {
+        assert!(Instant::now() < deadline, "the workload never started");
+        assert!(child.try_wait().unwrap().is_none(), "explore ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_running(&format!("sleep {tag}")).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        processes_running(&format!("sleep {tag}")),
+        Vec::<String>::new(),
+        "the workload outlived explore"
+    );
+    assert_nothing_left();
+}
+
 #[test]
 fn a_filesystem_that_is_not_there_is_named_with_the_choices() {
     let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))

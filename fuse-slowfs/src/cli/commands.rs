@@ -69,6 +69,20 @@ fn config(args: &FaultArgs, backing: PathBuf, mountpoint: PathBuf) -> anyhow::Re
     };
     config.passthrough = args.passthrough == "auto";
     config.interruptible = !args.no_intr;
+    config.cache = match args.cache {
+        Some(policy) => policy,
+        // NFS's slowness is per RPC, and its client caches.
+        None if args.profile.iter().any(|p| p == "nfs") && !config.durability.records() => {
+            slowfs::CachePolicy::Nfs(Default::default())
+        }
+        None => slowfs::CachePolicy::EveryCall,
+    };
+    if config.cache != slowfs::CachePolicy::EveryCall && config.durability.records() {
+        anyhow::bail!(
+            "--cache {} cannot go with --crash-model strict: the crash model must see every write when it is made; use --cache every-call",
+            config.cache
+        );
+    }
     Ok(config)
 }
 
@@ -161,6 +175,7 @@ pub fn mount_helper(
             Some(("ctl_socket", v)) => Some(("--ctl-socket", v)),
             Some(("passthrough", v)) => Some(("--passthrough", v)),
             Some(("crash_model", v)) => Some(("--crash-model", v)),
+            Some(("cache", v)) => Some(("--cache", v)),
             _ => None,
         };
         match flag {
@@ -209,6 +224,7 @@ const SLOWFS_OPTIONS: &[&str] = &[
     "ctl_socket",
     "passthrough",
     "crash_model",
+    "cache",
 ];
 
 /// The generic options a mounted filesystem has now, as `-o` words.

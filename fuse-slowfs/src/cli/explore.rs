@@ -85,6 +85,15 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let log = recorded.log;
+    if log.ops().is_empty() {
+        // A verdict about no operations would be green on nothing.
+        eprintln!(
+            "slowfs explore: the workload changed nothing on the recording mount, so there is \
+             no crash state to check. It runs in this directory with SLOWFS_MOUNT set to the \
+             mount: make it write there (e.g. start it with `cd \"$SLOWFS_MOUNT\"`)"
+        );
+        return Ok(ExitCode::from(2));
+    }
     let check = match &recorded.real {
         Some(real) => real.setup.checker(&check),
         None => check,

@@ -453,6 +453,17 @@ struct FaultArgs {
     /// killed process can exit and one with a signal handler sees EINTR.
     #[arg(long)]
     no_intr: bool,
+    /// How the kernel caches data and attributes. `every-call` (the default,
+    /// but under --profile nfs): each read and write of a file a data rule
+    /// touches reaches the daemon and pays its fault. `nfs` (the default under
+    /// --profile nfs): the Linux NFS client's caching, so rules apply per
+    /// request it sends, an RPC: page cache with read-ahead, write-behind sent
+    /// on close/fsync, attributes cached 3-60 s (directories 30-60 s),
+    /// close-to-open. `nfs:OPTIONS` takes nfs(5)'s options, e.g.
+    /// nfs:actimeo=1,lookupcache=positive,rsize=65536 (also noac, nocto,
+    /// acregmin=, acregmax=, acdirmin=, acdirmax=, wsize=).
+    #[arg(long, value_name = "POLICY")]
+    cache: Option<slowfs::CachePolicy>,
     /// Write every fault that fires to FILE (JSON lines: the operation, the
     /// path, which of that operation's requests on that path it was, and what
     /// was drawn), as it fires. A seed reproduces a run only if requests come

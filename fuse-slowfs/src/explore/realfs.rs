@@ -272,7 +272,10 @@ exit $rc"#;
 
     /// The recorded command: the workload on the filesystem in the
     /// recording mount's `image`, mounted at `mountpoint` (its working directory and `SLOWFS_MOUNT`),
-    /// then a settle pause and the unmount, in a mount namespace of its own.
+    /// then a settle pause and the unmount, in mount and PID namespaces of its
+    /// own: if explore is killed (its workload child gets SIGKILL too, see
+    /// `record`), the namespace's first process dies and the kernel kills
+    /// every process in it, which releases the mount and its loop device.
     pub fn workload(&self, mountpoint: &Path, workload: &[OsString]) -> Vec<OsString> {
         const SCRIPT: &str = r#"fs=$1 mnt=$2 opts=$3 settle=$4; shift 4
 img="$SLOWFS_MOUNT/image"
@@ -286,6 +289,10 @@ exit $rc"#;
             "--mount",
             "--propagation",
             "private",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--mount-proc",
             "sh",
             "-c",
             SCRIPT,

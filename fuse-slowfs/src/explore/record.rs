@@ -128,11 +128,16 @@ fn run_workload(workload: &[OsString], mount: &Mount, pid: &AtomicI32) -> io::Re
         .args(&workload[1..])
         .env("SLOWFS_MOUNT", mount.mountpoint());
     // SAFETY: `install` makes only async-signal-safe syscalls and does not
-    // allocate; sigprocmask is async-signal-safe too.
+    // allocate; sigprocmask and prctl are async-signal-safe too.
     unsafe {
         command.pre_exec(move || {
             nix::sys::signal::SigSet::all()
                 .thread_unblock()
+                .map_err(io::Error::from)?;
+            // Killed with explore (this thread waits for it until it exits), so
+            // a SIGKILLed explore leaves no workload writing into a mount
+            // nobody serves.
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
                 .map_err(io::Error::from)?;
             filter.install(theirs_fd)
         });

@@ -24,9 +24,9 @@ pub(super) fn getattr(
                 Some(Ok(handle)) => sys::stat_fd(handle.raw()),
                 _ => inner.inodes.get(ino).and_then(|i| sys::stat_fd(i.raw())),
             };
-            let ttl = inner.attr_ttl(ino.0);
             done.respond(inner, result, |r, st| {
-                r.attr(&ttl, &attr(ino.0, &st));
+                let a = attr(ino.0, &st);
+                r.attr(&inner.attr_ttl(ino.0, &a), &a);
             })
         });
 }
@@ -62,9 +62,9 @@ pub(super) fn setattr(
                 inner.changed(Change::Resized { ino: ino.0, len });
             }
             // A passthrough writer's attributes are not cached (see attr_ttl).
-            let ttl = inner.attr_ttl(ino.0);
             done.respond(inner, result, |r, st| {
-                r.attr(&ttl, &attr(ino.0, &st));
+                let a = attr(ino.0, &st);
+                r.attr(&inner.attr_ttl(ino.0, &a), &a);
             })
         },
     );

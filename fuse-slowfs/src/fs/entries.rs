@@ -29,12 +29,13 @@ pub(super) fn lookup(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, 
                 .inodes
                 .get(parent)
                 .and_then(|dir| inner.entry(parent.0, &dir, &name));
-            let ttl = inner.ttl();
+            let ttl = inner.entry_ttl(parent.0);
+            let negative_ttl = inner.negative_ttl(parent.0);
             match result {
                 // A missing name is cached as missing (a negative entry) as
                 // long as an existing one is cached: the create that usually
                 // follows skips a lookup round trip.
-                Err(fuser::Errno::ENOENT) if !ttl.is_zero() => {
+                Err(fuser::Errno::ENOENT) if !negative_ttl.is_zero() => {
                     let failed = RequestOutcome {
                         bytes: 0,
                         failed: true,
@@ -42,13 +43,13 @@ pub(super) fn lookup(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, 
                     let none = sys::no_stat();
                     done.record(inner, failed).entry_with_ttls(
                         &std::time::Duration::ZERO,
-                        &ttl,
+                        &negative_ttl,
                         &attr(0, &none),
                         GENERATION,
                     );
                 }
                 result => done.respond(inner, result, |r, a| {
-                    let attr_ttl = inner.attr_ttl(a.ino.0);
+                    let attr_ttl = inner.attr_ttl(a.ino.0, &a);
                     r.entry_with_ttls(&attr_ttl, &ttl, &a, GENERATION);
                 }),
             }
@@ -188,9 +189,9 @@ fn make(
                     })
                 })
             })();
-            let ttl = inner.ttl();
+            let ttl = inner.entry_ttl(parent.0);
             done.respond(inner, result, |r, a| {
-                r.entry(&ttl, &a, GENERATION);
+                r.entry_with_ttls(&inner.attr_ttl(a.ino.0, &a), &ttl, &a, GENERATION);
             })
         },
     );
@@ -238,9 +239,9 @@ pub(super) fn symlink(
                     })
                 })
             })();
-            let ttl = inner.ttl();
+            let ttl = inner.entry_ttl(parent.0);
             done.respond(inner, result, |r, a| {
-                r.entry(&ttl, &a, GENERATION);
+                r.entry_with_ttls(&inner.attr_ttl(a.ino.0, &a), &ttl, &a, GENERATION);
             })
         },
     );
@@ -338,9 +339,9 @@ pub(super) fn link(
                     })
                 })
             })();
-            let ttl = inner.ttl();
+            let ttl = inner.entry_ttl(newparent.0);
             done.respond(inner, result, |r, a| {
-                let attr_ttl = inner.attr_ttl(a.ino.0);
+                let attr_ttl = inner.attr_ttl(a.ino.0, &a);
                 r.entry_with_ttls(&attr_ttl, &ttl, &a, GENERATION);
             })
         },

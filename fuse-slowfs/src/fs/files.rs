@@ -45,6 +45,10 @@ pub(super) fn open(fs: &SlowFs, req: &Request, ino: INodeNo, flags: OpenFlags, r
                 Ok(opened) => opened,
                 Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
             };
+            let fopen = match inner.close_to_open(ino.0, &fd) {
+                Some(keep) => keep,
+                None => fopen,
+            };
             let reply = done.record(inner, RequestOutcome::default());
             let backing = (passthrough && !privileged)
                 .then(|| inner.backing_for(&inode, || reply.open_backing(&fd)))
@@ -127,6 +131,7 @@ pub(super) fn write(
                         dropped = sys::drop_privileges(h.raw(), caller)?;
                     }
                     let n = sys::pwrite(h.raw(), data, offset)?;
+                    inner.wrote_here(ino.0, h.raw());
                     inner.changed(Change::Wrote {
                         ino: ino.0,
                         fd: h.raw(),
@@ -244,7 +249,10 @@ pub(super) fn create(
             }
             // After the handle is counted: a passthrough writer's attributes
             // are not cached.
-            let ttl = inner.attr_ttl(attr.ino.0);
+            // One time for the name and the attributes: the shorter.
+            let ttl = inner
+                .attr_ttl(attr.ino.0, &attr)
+                .min(inner.entry_ttl(parent.0));
             match backing {
                 Some(id) => {
                     reply.created_passthrough(&ttl, &attr, GENERATION, fh, FopenFlags::empty(), &id)
@@ -429,12 +437,53 @@ impl SlowFs {
 }
 
 impl Inner {
+    /// Under `--cache nfs`, an open of `ino` (its backing file `fd`) as the NFS
+    /// client does it: the cached pages are kept only if the file is as this
+    /// client last saw it, and with close-to-open the cached attributes are
+    /// dropped, so the next stat or read asks again (the client's GETATTR at
+    /// open). `None` on other mounts.
+    fn close_to_open(&self, ino: u64, fd: &std::os::fd::OwnedFd) -> Option<FopenFlags> {
+        let (nfs, view) = self.nfs.as_ref()?;
+        if !nfs.cto {
+            return Some(FopenFlags::FOPEN_KEEP_CACHE);
+        }
+        self.attributes_changed(ino);
+        let current = sys::stat_fd(sys::raw(fd))
+            .is_ok_and(|st| view.still_current(nfs, ino, crate::client_cache::Version::of(&st)));
+        if current {
+            return Some(FopenFlags::FOPEN_KEEP_CACHE);
+        }
+        // Changed by another client: drop the cached pages (which an open
+        // without FOPEN_KEEP_CACHE does too, but not on every kernel path).
+        if let Some(notifier) = self.notifier.get() {
+            let _ = notifier.inval_inode(fuser::INodeNo(ino), 0, 0);
+        }
+        Some(FopenFlags::empty())
+    }
+
+    /// Under `--cache nfs`, this client wrote to `ino` (backing fd `fd`): what
+    /// the file is now is what it knows, as an NFS client learns it from the
+    /// WRITE's reply (so its own writes do not drop its cache at the next open).
+    pub(super) fn wrote_here(&self, ino: u64, fd: std::os::fd::RawFd) {
+        if let Some((nfs, view)) = &self.nfs {
+            if let Ok(st) = sys::stat_fd(fd) {
+                view.changed_here(nfs, ino, crate::client_cache::Version::of(&st));
+            }
+        }
+    }
+
     /// Whether reads and writes of this file must bypass the page cache, so that
     /// every one reaches the rules and short counts reach the caller.
     pub(super) fn open_flags(&self, path: &str) -> FopenFlags {
         // Under the crash model every byte must reach the log and come back from
         // the (possibly crashed) backing tree, so nothing is cached.
-        if self.crash.is_some() || self.plan.touches_data_path(path) {
+        if self.crash.is_some() {
+            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+        } else if self.nfs.is_some() {
+            // The NFS client caches whatever rules say: they apply to the
+            // requests it sends (see close_to_open).
+            FopenFlags::empty()
+        } else if self.plan.touches_data_path(path) {
             FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
         } else if self.strict_atime {
             // Each open starts with an empty page cache, so its reads reach the

@@ -26,7 +26,11 @@ impl Filesystem for SlowFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let tuning = self.inner.tuning;
         let _ = config.set_max_write(tuning.max_write);
-        let _ = config.set_max_readahead(tuning.max_write);
+        let readahead = match &self.inner.nfs {
+            Some((nfs, _)) => nfs.rsize,
+            None => tuning.max_write,
+        };
+        let _ = config.set_max_readahead(readahead);
         let _ = config.set_max_background(tuning.max_background);
         let _ = config.set_congestion_threshold((tuning.max_background / 4 * 3).max(1));
         // No FUSE_ATOMIC_O_TRUNC: with it the daemon truncates at FUSE_OPEN,

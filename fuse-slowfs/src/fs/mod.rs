@@ -76,6 +76,11 @@ pub struct Inner {
     /// `-o strictatime`: every read must reach the backing file, so no page
     /// cache is kept across opens (a read from it would not move the atime).
     strict_atime: bool,
+    /// `--cache nfs`: the NFS client's caching, and what it has seen of each file.
+    nfs: Option<(
+        crate::client_cache::NfsCache,
+        crate::client_cache::ClientView,
+    )>,
 }
 
 /// Handles open for writing in passthrough, by inode.
@@ -123,6 +128,8 @@ pub struct FsMode {
     pub atime: Atime,
     /// `-o nodiratime`.
     pub nodiratime: bool,
+    /// How the kernel caches data and attributes (`--cache`).
+    pub cache: crate::CachePolicy,
 }
 
 /// The backing directory reached through a private clone of its mount with
@@ -146,6 +153,14 @@ fn atime_root(backing: &Path, mode: FsMode) -> Option<OwnedFd> {
             );
             None
         }
+    }
+}
+
+/// A time as nanoseconds since the epoch (negative before it).
+fn nanos(t: SystemTime) -> i128 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i128,
+        Err(e) => -(e.duration().as_nanos() as i128),
     }
 }
 
@@ -222,13 +237,22 @@ impl SlowFs {
                 writeback_allowed: !mode.durability.records(),
                 writeback: Default::default(),
                 recorder: mode.durability.records().then(recorder::Recorder::default),
-                passthrough_wanted: mode.passthrough && !mode.durability.records(),
+                // Under `--cache nfs` every request is an RPC the rules see.
+                passthrough_wanted: mode.passthrough
+                    && !mode.durability.records()
+                    && mode.cache == crate::CachePolicy::EveryCall,
                 passthrough: Default::default(),
                 dont_mask: Default::default(),
                 notifier: Default::default(),
                 passthrough_writers: Default::default(),
                 no_atime,
                 strict_atime,
+                nfs: match mode.cache {
+                    crate::CachePolicy::Nfs(nfs) if !mode.durability.records() => {
+                        Some((nfs, Default::default()))
+                    }
+                    _ => None,
+                },
                 crash: if mode.durability.crashes() {
                     Some(crash::CrashState::new(backing)?)
                 } else {
@@ -366,9 +390,18 @@ impl Inner {
         }
     }
 
-    /// How long the kernel may cache inode `ino`'s attributes: as [`Inner::ttl`],
+    /// How long the kernel may cache the attributes `attr` of inode `ino`:
+    /// under `--cache nfs` the client's adaptive time; else as [`Inner::ttl`],
     /// and not at all while it is open for writing in passthrough.
-    fn attr_ttl(&self, ino: u64) -> Duration {
+    fn attr_ttl(&self, ino: u64, attr: &FileAttr) -> Duration {
+        if let Some((nfs, view)) = &self.nfs {
+            let version = crate::client_cache::Version {
+                mtime: nanos(attr.mtime),
+                ctime: nanos(attr.ctime),
+                size: attr.size,
+            };
+            return view.attributes(nfs, ino, attr.kind == FileType::Directory, version);
+        }
         if self.passthrough_writers.writing(ino) {
             Duration::ZERO
         } else {
@@ -401,6 +434,30 @@ impl Inner {
     fn released(&self, fh: u64) {
         if let Some(ino) = self.passthrough_writers.closed(fh) {
             self.attributes_changed(ino);
+        }
+    }
+
+    /// How long the kernel may cache the names in directory `parent`: under
+    /// `--cache nfs` as long as the directory's attributes (none with
+    /// `lookupcache=none`), else [`Inner::ttl`].
+    fn entry_ttl(&self, parent: u64) -> Duration {
+        match &self.nfs {
+            Some((nfs, _)) if nfs.lookupcache == crate::client_cache::LookupCache::None => {
+                Duration::ZERO
+            }
+            Some((nfs, view)) => view.directory_timeout(nfs, parent),
+            None => self.ttl(),
+        }
+    }
+
+    /// How long the kernel may remember that a name in `parent` does not
+    /// exist: under `--cache nfs` only with `lookupcache=all`.
+    fn negative_ttl(&self, parent: u64) -> Duration {
+        match &self.nfs {
+            Some((nfs, _)) if nfs.lookupcache != crate::client_cache::LookupCache::All => {
+                Duration::ZERO
+            }
+            _ => self.entry_ttl(parent),
         }
     }
 

@@ -1,5 +1,6 @@
 #!/bin/sh
 # a written, then b written and fsynced: b's presence is taken to mean a is saved.
+cd "${SLOWFS_MOUNT:-.}"
 printf 'A\n' > a
 printf 'B\n' > b
 sync b

@@ -1,0 +1,424 @@
+//! How the kernel caches a mount's data and attributes: `--cache every-call`
+//! (every read and write of a file a data rule touches reaches the daemon, so
+//! each call pays its fault) or `--cache nfs` (the Linux NFS client's caching,
+//! so rules apply per request the kernel sends, which on NFS is an RPC).
+//!
+//! Under `nfs`, as nfs(5) describes the client:
+//! - reads go through the page cache with read-ahead (15 requests of `rsize`);
+//!   writes are sent in requests of at most `wsize`. Unlike the NFS client,
+//!   which buffers writes until close, fsync or memory pressure (write-behind),
+//!   each write(2) is sent when it is made: FUSE's write-back cache would give
+//!   the buffering, but under it the kernel ignores the size and times the
+//!   daemon reports, so another client's writes would never show;
+//! - attributes are cached for an adaptive time between `acregmin` and
+//!   `acregmax` (directories `acdirmin`..`acdirmax`): it starts at the minimum,
+//!   doubles each time a revalidation finds nothing changed and falls back to
+//!   the minimum when something did (`actimeo=N` sets all four, `noac` none);
+//! - close-to-open (`cto`, the default): every open asks for fresh attributes,
+//!   and drops the cached pages when the file changed since this client last
+//!   saw it, so a reader that opens after a writer closed sees its data;
+//! - `lookupcache=all|positive|none`: which lookup results are cached.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The cache policy of a mount (`--cache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CachePolicy {
+    /// Files a data rule touches bypass the page cache: every call pays.
+    #[default]
+    EveryCall,
+    /// The NFS client's caching.
+    Nfs(NfsCache),
+}
+
+/// Which lookup results the client caches (nfs(5) `lookupcache=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LookupCache {
+    /// Names found and names not found.
+    All,
+    /// Only names found.
+    Positive,
+    /// Nothing: every lookup is sent.
+    None,
+}
+
+/// The NFS client's cache settings, nfs(5)'s options and defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NfsCache {
+    /// Regular files' attribute cache time, at least and at most.
+    pub acregmin: Duration,
+    /// See `acregmin`.
+    pub acregmax: Duration,
+    /// Directories' attribute (and lookup) cache time, at least and at most.
+    pub acdirmin: Duration,
+    /// See `acdirmin`.
+    pub acdirmax: Duration,
+    /// Which lookup results are cached.
+    pub lookupcache: LookupCache,
+    /// Largest READ, in bytes (also the read-ahead window).
+    pub rsize: u32,
+    /// Largest WRITE, in bytes.
+    pub wsize: u32,
+    /// Close-to-open consistency.
+    pub cto: bool,
+}
+
+impl Default for NfsCache {
+    /// nfs(5)'s defaults; rsize and wsize at the Linux client's 1 MiB maximum,
+    /// which is what it negotiates with a Linux server.
+    fn default() -> NfsCache {
+        NfsCache {
+            acregmin: Duration::from_secs(3),
+            acregmax: Duration::from_secs(60),
+            acdirmin: Duration::from_secs(30),
+            acdirmax: Duration::from_secs(60),
+            lookupcache: LookupCache::All,
+            rsize: 1 << 20,
+            wsize: 1 << 20,
+            cto: true,
+        }
+    }
+}
+
+/// The options `--cache nfs:OPTIONS` takes, for error messages.
+const NFS_OPTIONS: &str = "ac, noac, actimeo=N, acregmin=N, acregmax=N, acdirmin=N, \
+                           acdirmax=N (seconds), lookupcache=all|positive|none, \
+                           rsize=BYTES, wsize=BYTES, cto, nocto";
+
+impl NfsCache {
+    /// Applies one nfs(5) option.
+    fn apply(&mut self, option: &str) -> Result<(), String> {
+        let seconds = |v: &str| {
+            v.parse::<u64>()
+                .ok()
+                .filter(|s| *s <= 3600)
+                .map(Duration::from_secs)
+                .ok_or_else(|| format!("{option}: expected whole seconds from 0 to 3600"))
+        };
+        let size = |v: &str| {
+            // nfs(5): a multiple of 1024 up to 1 MiB (rounded down); FUSE's
+            // smallest request size is one page.
+            let n: u32 = slowfs_faults::parse_size(v)
+                .ok()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| format!("{option}: expected a size like 65536 or 64KiB"))?;
+            let n = n.min(1 << 20) / 4096 * 4096;
+            if n == 0 {
+                return Err(format!("{option}: at least 4096 bytes (one page)"));
+            }
+            Ok(n)
+        };
+        match option.split_once('=') {
+            None => match option {
+                "ac" => {}
+                // nfs(5): noac also makes writes synchronous, as they are here anyway.
+                "noac" => self.set_all_timeouts(Duration::ZERO),
+                "cto" => self.cto = true,
+                "nocto" => self.cto = false,
+                _ => return Err(unknown(option)),
+            },
+            Some((key, value)) => match key {
+                "actimeo" => self.set_all_timeouts(seconds(value)?),
+                "acregmin" => self.acregmin = seconds(value)?,
+                "acregmax" => self.acregmax = seconds(value)?,
+                "acdirmin" => self.acdirmin = seconds(value)?,
+                "acdirmax" => self.acdirmax = seconds(value)?,
+                "lookupcache" => {
+                    self.lookupcache = match value {
+                        "all" => LookupCache::All,
+                        "positive" | "pos" => LookupCache::Positive,
+                        "none" => LookupCache::None,
+                        _ => {
+                            return Err(format!(
+                                "{option}: expected lookupcache=all, positive or none"
+                            ))
+                        }
+                    }
+                }
+                "rsize" => self.rsize = size(value)?,
+                "wsize" => self.wsize = size(value)?,
+                _ => return Err(unknown(option)),
+            },
+        }
+        Ok(())
+    }
+
+    fn set_all_timeouts(&mut self, t: Duration) {
+        self.acregmin = t;
+        self.acregmax = t;
+        self.acdirmin = t;
+        self.acdirmax = t;
+    }
+
+    /// The range of attribute cache times for a directory or a file.
+    fn window(&self, dir: bool) -> (Duration, Duration) {
+        let (min, max) = if dir {
+            (self.acdirmin, self.acdirmax)
+        } else {
+            (self.acregmin, self.acregmax)
+        };
+        (min, max.max(min))
+    }
+}
+
+fn unknown(option: &str) -> String {
+    format!("unknown NFS cache option '{option}' (known: {NFS_OPTIONS})")
+}
+
+impl FromStr for CachePolicy {
+    type Err = String;
+
+    /// `every-call`, `nfs` or `nfs:OPT,OPT...` (nfs(5) option syntax).
+    fn from_str(text: &str) -> Result<CachePolicy, String> {
+        let (name, options) = match text.split_once(':') {
+            Some((name, options)) => (name, Some(options)),
+            None => (text, None),
+        };
+        match (name, options) {
+            ("every-call", None) => Ok(CachePolicy::EveryCall),
+            ("nfs", options) => {
+                let mut nfs = NfsCache::default();
+                for option in options.unwrap_or("").split(',').filter(|o| !o.is_empty()) {
+                    nfs.apply(option.trim())?;
+                }
+                Ok(CachePolicy::Nfs(nfs))
+            }
+            ("every-call", Some(_)) => Err("every-call takes no options".into()),
+            _ => Err(format!(
+                "unknown cache policy '{text}' (expected every-call, nfs, or nfs:OPTIONS with \
+                 OPTIONS from: {NFS_OPTIONS}; e.g. nfs:actimeo=1,lookupcache=positive)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for CachePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CachePolicy::EveryCall => write!(f, "every-call"),
+            CachePolicy::Nfs(n) => write!(
+                f,
+                "nfs:acregmin={},acregmax={},acdirmin={},acdirmax={},lookupcache={},rsize={},wsize={},{}",
+                n.acregmin.as_secs(),
+                n.acregmax.as_secs(),
+                n.acdirmin.as_secs(),
+                n.acdirmax.as_secs(),
+                match n.lookupcache {
+                    LookupCache::All => "all",
+                    LookupCache::Positive => "positive",
+                    LookupCache::None => "none",
+                },
+                n.rsize,
+                n.wsize,
+                if n.cto { "cto" } else { "nocto" },
+            ),
+        }
+    }
+}
+
+/// Gives the mount with device number `dev` the NFS client's read-ahead
+/// window: 15 READs of `rsize` (Linux's NFS_MAX_READAHEAD). The kernel offers
+/// a FUSE mount 128 KiB at most at INIT, which would split a sequential read
+/// into 128 KiB requests where the NFS client sends rsize ones; the window is
+/// the mount's `/sys/class/bdi/MAJ:MIN/read_ahead_kb`, which only root may set
+/// (else a warning, and the smaller requests).
+pub fn set_read_ahead(dev: u64, nfs: &NfsCache) {
+    let kb = u64::from(nfs.rsize) * 15 / 1024;
+    let path = format!(
+        "/sys/class/bdi/{}:{}/read_ahead_kb",
+        libc::major(dev),
+        libc::minor(dev)
+    );
+    if let Err(e) = std::fs::write(&path, kb.to_string()) {
+        tracing::warn!(
+            "cannot set the NFS read-ahead window ({path}: {e}): sequential reads go in \
+             128 KiB requests instead of rsize ones (needs root)"
+        );
+    }
+}
+
+/// What a file looked like when the client last saw it: a change in any of
+/// these is a change on the server (the NFS client compares change attribute,
+/// mtime and size the same way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version {
+    /// Modification time, ns.
+    pub mtime: i128,
+    /// Change time, ns.
+    pub ctime: i128,
+    /// Size.
+    pub size: u64,
+}
+
+impl Version {
+    /// The version of a stat.
+    pub fn of(st: &libc::stat) -> Version {
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        Version {
+            mtime: ns(st.st_mtime, st.st_mtime_nsec),
+            ctime: ns(st.st_ctime, st.st_ctime_nsec),
+            size: st.st_size as u64,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    version: Version,
+    timeout: Duration,
+}
+
+/// Per inode: the version this client last saw and its current attribute
+/// cache time. The lock is held only to look up and update (never across a
+/// syscall or a wait).
+#[derive(Debug, Default)]
+pub struct ClientView {
+    seen: Mutex<HashMap<u64, Seen>>,
+}
+
+impl ClientView {
+    /// Attributes of `ino` at `version` are sent to the kernel: how long it
+    /// may cache them. The first time and after a change, the minimum; each
+    /// revalidation that finds nothing changed doubles it, up to the maximum.
+    pub fn attributes(&self, nfs: &NfsCache, ino: u64, dir: bool, version: Version) -> Duration {
+        let (min, max) = nfs.window(dir);
+        let mut seen = self.seen.lock().unwrap();
+        let timeout = match seen.get(&ino) {
+            Some(s) if s.version == version => (s.timeout * 2).clamp(min, max),
+            _ => min,
+        };
+        seen.insert(ino, Seen { version, timeout });
+        timeout
+    }
+
+    /// This client changed `ino` itself (a write it sent): the new version is
+    /// what it knows, as the NFS client learns it from the reply.
+    pub fn changed_here(&self, nfs: &NfsCache, ino: u64, version: Version) {
+        let (min, _) = nfs.window(false);
+        self.seen.lock().unwrap().insert(
+            ino,
+            Seen {
+                version,
+                timeout: min,
+            },
+        );
+    }
+
+    /// An open of `ino`, now at `version`: whether the pages this client has
+    /// cached are still the file's (it saw this version last). Records it.
+    pub fn still_current(&self, nfs: &NfsCache, ino: u64, version: Version) -> bool {
+        let (min, _) = nfs.window(false);
+        let mut seen = self.seen.lock().unwrap();
+        let current = seen.get(&ino).is_some_and(|s| s.version == version);
+        if !current {
+            seen.insert(
+                ino,
+                Seen {
+                    version,
+                    timeout: min,
+                },
+            );
+        }
+        current
+    }
+
+    /// The kernel forgot `ino`.
+    pub fn forget(&self, ino: u64) {
+        self.seen.lock().unwrap().remove(&ino);
+    }
+
+    /// The current attribute cache time of directory `ino` (for the names in
+    /// it), or the minimum if the client has not seen it.
+    pub fn directory_timeout(&self, nfs: &NfsCache, ino: u64) -> Duration {
+        let (min, _) = nfs.window(true);
+        self.seen
+            .lock()
+            .unwrap()
+            .get(&ino)
+            .map_or(min, |s| s.timeout.max(min))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nfs(text: &str) -> NfsCache {
+        match text.parse::<CachePolicy>().unwrap() {
+            CachePolicy::Nfs(n) => n,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_are_nfs5s() {
+        assert_eq!(nfs("nfs"), NfsCache::default());
+        let n = nfs("nfs:actimeo=7,lookupcache=pos,rsize=65536,wsize=32KiB,nocto");
+        assert_eq!(n.acregmin, Duration::from_secs(7));
+        assert_eq!(n.acdirmax, Duration::from_secs(7));
+        assert_eq!(n.lookupcache, LookupCache::Positive);
+        assert_eq!((n.rsize, n.wsize), (65536, 32768));
+        assert!(!n.cto);
+        let n = nfs("nfs:noac");
+        assert_eq!(n.acregmax, Duration::ZERO);
+        // Rounded down to whole pages, capped at 1 MiB.
+        assert_eq!(nfs("nfs:rsize=10000,wsize=8MiB").rsize, 8192);
+        assert_eq!(nfs("nfs:wsize=8MiB").wsize, 1 << 20);
+        assert_eq!(
+            "every-call".parse::<CachePolicy>(),
+            Ok(CachePolicy::EveryCall)
+        );
+    }
+
+    #[test]
+    fn bad_options_name_the_known_ones() {
+        for (text, says) in [
+            ("nfs:actime=3", "known: ac, noac"),
+            ("nfs:acregmin=x", "whole seconds"),
+            ("nfs:lookupcache=some", "all, positive or none"),
+            ("nfs:rsize=100", "at least 4096"),
+            ("nsf", "expected every-call, nfs"),
+            ("every-call:x", "no options"),
+        ] {
+            let err = text.parse::<CachePolicy>().unwrap_err();
+            assert!(err.contains(says), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_display_parses_back() {
+        let policy: CachePolicy = "nfs:acregmin=1,acdirmax=9,lookupcache=none,nocto"
+            .parse()
+            .unwrap();
+        assert_eq!(policy.to_string().parse::<CachePolicy>(), Ok(policy));
+    }
+
+    #[test]
+    fn attribute_timeouts_grow_while_unchanged_and_reset_on_change() {
+        let n = NfsCache::default();
+        let view = ClientView::default();
+        let v1 = Version {
+            mtime: 1,
+            ctime: 1,
+            size: 1,
+        };
+        let v2 = Version { size: 2, ..v1 };
+        let secs = |s| Duration::from_secs(s);
+        assert_eq!(view.attributes(&n, 5, false, v1), secs(3));
+        assert_eq!(view.attributes(&n, 5, false, v1), secs(6));
+        assert_eq!(view.attributes(&n, 5, false, v1), secs(12));
+        for _ in 0..5 {
+            view.attributes(&n, 5, false, v1);
+        }
+        assert_eq!(view.attributes(&n, 5, false, v1), secs(60));
+        assert_eq!(view.attributes(&n, 5, false, v2), secs(3));
+        assert_eq!(view.attributes(&n, 6, true, v1), secs(30));
+        assert!(view.still_current(&n, 5, v2));
+        assert!(!view.still_current(&n, 5, v1));
+        assert!(view.still_current(&n, 5, v1), "recorded at the open");
+    }
+}

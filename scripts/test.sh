@@ -66,9 +66,15 @@ say "cargo test done after ${SECONDS}s"
 # into the venv, then its pytest plugin's tests on real mounts. Only on a full
 # run (arguments select Rust tests).
 if (($# == 0)); then
-  cargo build --release --quiet --bins -p slowfs -p slowfs-conformance
-  wheel=$(.venv/bin/python3 scripts/build_wheel.py --out target/wheels)
-  .venv/bin/pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+  # Exactly what a user of a checkout does: pip builds the wheel with maturin
+  # (pyproject.toml; the commands from packaging/wheel) and installs it.
+  say "pip install . (the slowfs wheel, built by maturin)"
+  .venv/bin/pip install --quiet --disable-pip-version-check --force-reinstall . || status=$?
+  # Publishing waits for credentials (a crates.io token, a PyPI one): the
+  # crates package as they would be uploaded (their compile is the tests'),
+  # and the wheel is the one just built, so that day it is one command each.
+  say "cargo publish --workspace --dry-run"
+  cargo publish --workspace --dry-run --no-verify --allow-dirty --quiet || status=$?
   say "pytest python/tests (the slowfs wheel's plugin)"
   (cd python/tests && ../../.venv/bin/python3 -m pytest -q -p no:cacheprovider) || status=$?
 fi

@@ -21,8 +21,12 @@ use slowfs_harness::ENGINE_NAMES;
 /// Property-based conformance suites for async file engines, on slowfs.
 #[derive(Parser)]
 #[command(
-    version,
-    about,
+    // Named, described and versioned here, not from the package: the wheel
+    // (packaging/wheel) builds this file as a package of its own.
+    name = "slowfs-conformance",
+    version = env!("CARGO_PKG_VERSION"),
+    about = "Conformance suites for async file libraries on slowfs: positioned and short I/O, \
+             cancellation, errors, durability, atomic replace, event-loop lag, with negative controls",
     after_help = "Exit status: 0 when every cell of our own engines passed (or does \
     not apply, for a stated reason), every negative control was caught and every \
     third-party cell matched its expectation; 1 otherwise (a failure, a timeout, an \

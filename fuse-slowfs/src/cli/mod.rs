@@ -51,7 +51,15 @@ EXIT STATUS
 
 /// slowfs: a FUSE filesystem that makes storage slow, flaky and crash-prone on demand.
 #[derive(Debug, Parser)]
-#[command(version, about, after_help = RULE_HELP)]
+// Named and described here, not from the package: the wheel (packaging/wheel)
+// builds this command as a package of its own.
+#[command(
+    name = "slowfs",
+    version,
+    about = "A FUSE filesystem that makes storage slow, flaky, lying and crash-prone on demand, \
+             deterministically, and explores the crash states of any program",
+    after_help = RULE_HELP
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,

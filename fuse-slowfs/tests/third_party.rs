@@ -30,25 +30,56 @@ fn tool(name: &str) -> PathBuf {
 }
 
 /// Runs fsx on a mount; with `passthrough` the data path bypasses the daemon.
+/// The operations are split over two fsx processes on two files, with seeds
+/// SEED and SEED+1: one fsx keeps one core about 70% busy, and two on the
+/// same mount also exercise concurrent requests.
 fn fsx(passthrough: bool) {
     let m = SlowMount::configured(&[], |c| c.passthrough = passthrough).expect("mounting slowfs");
-    let ops = std::env::var("SLOWFS_FSX_OPS").unwrap_or_else(|_| "100000".into());
-    let seed = std::env::var("SLOWFS_FSX_SEED").unwrap_or_else(|_| "1".into());
-    println!("fsx: {ops} ops, seed {seed}, passthrough {passthrough} (SLOWFS_FSX_OPS / SLOWFS_FSX_SEED to change)");
-    let artifacts = tempfile::tempdir().unwrap();
-    let output = Command::new(tool("fsx"))
-        .args(["-N", &ops, "-S", &seed, "-f"])
-        .arg(Path::new(DATA).join("fsx.toml"))
-        .arg("-P")
-        .arg(artifacts.path())
-        .arg(m.path("fsx.data"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && text.contains("All operations completed A-OK"),
-        "fsx failed:\n{text}"
+    let ops: u64 = std::env::var("SLOWFS_FSX_OPS")
+        .ok()
+        .and_then(|o| o.parse().ok())
+        .unwrap_or(100_000);
+    let seed: u64 = std::env::var("SLOWFS_FSX_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    println!(
+        "fsx: {ops} ops in two processes (seeds {seed} and {}), passthrough {passthrough} (SLOWFS_FSX_OPS / SLOWFS_FSX_SEED to change)",
+        seed + 1
     );
+    let artifacts = tempfile::tempdir().unwrap();
+    let runs: Vec<_> = (0..2u64)
+        .map(|k| {
+            let dir = artifacts.path().join(k.to_string());
+            std::fs::create_dir(&dir).unwrap();
+            Command::new(tool("fsx"))
+                .args([
+                    "-N",
+                    &(ops / 2).to_string(),
+                    "-S",
+                    &(seed + k).to_string(),
+                    "-f",
+                ])
+                .arg(Path::new(DATA).join("fsx.toml"))
+                .arg("-P")
+                .arg(&dir)
+                .arg(m.path(&format!("fsx.data.{k}")))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (k, run) in runs.into_iter().enumerate() {
+        let output = run.wait_with_output().unwrap();
+        let text =
+            String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success() && text.contains("All operations completed A-OK"),
+            "fsx (seed {}) failed:\n{text}",
+            seed + k as u64
+        );
+    }
     let writes = m.mount().stats().count("write");
     if passthrough {
         assert_eq!(

@@ -61,6 +61,13 @@ status=0
 loops_before=$(losetup -a 2>/dev/null | sort)
 cargo test --workspace --release --no-fail-fast "$@" || status=$?
 say "cargo test done after ${SECONDS}s"
+# The README's main job is `cargo run --release --bin slowfs-conformance -- run`:
+# that it still names one binary (a second crate with a bin of that name once
+# made it ambiguous).
+cargo run --release --quiet --bin slowfs-conformance -- list >/dev/null || {
+  say "the README's main job no longer starts: cargo run --release --bin slowfs-conformance"
+  status=1
+}
 
 # The Python package as users get it: the wheel (binaries inside) installed
 # into the venv, then its pytest plugin's tests on real mounts. Only on a full

@@ -536,26 +536,33 @@ fn run(
     report
 }
 
+/// Prints the engines, suites and capabilities. Written in one piece, and a
+/// reader that stops early (`| head`) ends it quietly, not with a panic.
 fn list() {
-    println!("engines:");
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(out, "engines:");
     for name in ENGINE_NAMES {
         let kind = if OWN_ENGINES.contains(name) {
             "ours"
         } else {
             "built-in, third-party library"
         };
-        println!("  {name:<34} {kind}");
+        let _ = writeln!(out, "  {name:<34} {kind}");
     }
-    println!(
+    let _ = writeln!(
+        out,
         "  {:<34} a driver in another process speaking docs/driver-protocol.md, e.g.\n  {:<34} --engine 'cmd:python3 drivers/python/slowfs_driver.py --lib aiofiles'",
         "cmd:COMMAND", ""
     );
-    println!(
+    let _ = writeln!(
+        out,
         "  {:<34} shows ENGINE as LABEL (two drivers that give the same name)",
         "LABEL=ENGINE"
     );
     for defect in Defect::ALL {
-        println!(
+        let _ = writeln!(
+            out,
             "  {:<34} negative control for {}",
             defect.name(),
             defect
@@ -566,14 +573,16 @@ fn list() {
                 .join(", ")
         );
     }
-    println!("suites:");
+    let _ = writeln!(out, "suites:");
     for suite in Suite::ALL {
-        println!("  {:<34} {}", suite.name(), suite.summary());
+        let _ = writeln!(out, "  {:<34} {}", suite.name(), suite.summary());
     }
-    println!(
+    let _ = writeln!(
+        out,
         "capabilities (a driver's handshake declares them): {}",
         slowfs_harness::Capability::known_names()
     );
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
 }
 
 fn rand_seed() -> u64 {

@@ -223,11 +223,21 @@ impl FsSetup {
             .arg(path)
             .output()?;
         if !out.status.success() {
+            // mkfs's complaint, not the usage text some print after it.
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let complaint: Vec<&str> = stderr
+                .lines()
+                .take_while(|l| !l.starts_with("Usage"))
+                .collect();
             return Err(io::Error::other(format!(
-                "{mkfs} {} {}: {}",
+                "{mkfs} {} {}: {} (the image is {} bytes: --fs-size takes e.g. 512MiB; the \
+                 default for {} is {} MiB)",
                 self.mkfs_args.join(" "),
                 path.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
+                complaint.join(" ").trim(),
+                self.size,
+                self.fs.name(),
+                self.fs.default_size() >> 20
             )));
         }
         Ok(())

@@ -108,13 +108,8 @@ impl Matrix {
                         "node is missing (install Node 20: apt install nodejs): {version:?}"
                     ));
                 }
-                let engines = ["promises", "callbacks"]
-                    .iter()
-                    .map(|api| {
-                        format!("cmd:node {manifest}/../drivers/node/slowfs_driver.mjs --api {api}")
-                    })
-                    .collect();
-                (engines, 8, 5)
+                let driver = format!("node {manifest}/../drivers/node/slowfs_driver.mjs");
+                (per_api(&driver, &["promises", "callbacks"]), 8, 5)
             }
             Matrix::Jvm => {
                 let java = quietly(std::process::Command::new("java").arg("-version"), dir);
@@ -131,13 +126,8 @@ impl Matrix {
                         "java 11+ is missing (it runs drivers/jvm/SlowfsDriver.java as a single-file source; install a JDK: apt install default-jdk-headless, as scripts/test.sh does): {text}{java:?}"
                     ));
                 }
-                let engines = ["nio", "nio-interrupt"]
-                    .iter()
-                    .map(|api| {
-                        format!("cmd:java {manifest}/../drivers/jvm/SlowfsDriver.java --api {api}")
-                    })
-                    .collect();
-                (engines, 8, 5)
+                let driver = format!("java {manifest}/../drivers/jvm/SlowfsDriver.java");
+                (per_api(&driver, &["nio", "nio-interrupt"]), 8, 5)
             }
             Matrix::Go => {
                 let go = quietly(std::process::Command::new("go").arg("version"), dir);
@@ -160,11 +150,8 @@ impl Matrix {
                     Ok((true, _)) => {}
                     other => return Err(format!("go build in drivers/go failed: {other:?}")),
                 }
-                let engines = ["osfile", "osfile-ctx"]
-                    .iter()
-                    .map(|api| format!("cmd:{} --api {api}", binary.display()))
-                    .collect();
-                (engines, 8, 5)
+                let driver = binary.display().to_string();
+                (per_api(&driver, &["osfile", "osfile-ctx"]), 8, 5)
             }
         })
     }
@@ -195,6 +182,13 @@ impl Matrix {
         let report = serde_json::from_slice(&report).map_err(|e| e.to_string())?;
         Ok((report, printed))
     }
+}
+
+/// One engine per API of a driver that takes `--api NAME`.
+fn per_api(driver: &str, apis: &[&str]) -> Vec<String> {
+    apis.iter()
+        .map(|api| format!("cmd:{driver} --api {api}"))
+        .collect()
 }
 
 /// Runs `command` with its output (stdout and stderr) in a file in `dir`:

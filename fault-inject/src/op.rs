@@ -56,6 +56,7 @@ ops! {
     Lseek => "lseek",
     CopyFileRange => "copy_file_range",
     Xattr => "xattr",
+    Lock => "lock",
 }
 
 impl Op {

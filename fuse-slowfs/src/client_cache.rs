@@ -17,7 +17,14 @@
 //! - close-to-open (`cto`, the default): every open asks for fresh attributes,
 //!   and drops the cached pages when the file changed since this client last
 //!   saw it, so a reader that opens after a writer closed sees its data;
-//! - `lookupcache=all|positive|none`: which lookup results are cached.
+//! - `lookupcache=all|positive|none`: which lookup results are cached;
+//! - `hard` (the default) or `soft`/`softerr` with `timeo=` and `retrans=`: a
+//!   request the server does not answer (a `hang` rule, a long delay) waits
+//!   for it, or fails with EIO (ETIMEDOUT under `softerr`) at the major
+//!   timeout; either way only SIGKILL ends the wait early (nfs(5): `intr` is
+//!   ignored since 2.6.25);
+//! - `lock` (the default) or `nolock`: fcntl locks are the server's, shared
+//!   with every client, or each client's own.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -65,6 +72,25 @@ pub struct NfsCache {
     pub wsize: u32,
     /// Close-to-open consistency.
     pub cto: bool,
+    /// What a request the server does not answer does (`hard`, `soft`).
+    pub recovery: Recovery,
+    /// The first retransmission timeout (`timeo=`, in tenths of a second).
+    pub timeo: Duration,
+    /// Retransmissions before a major timeout (`retrans=`).
+    pub retrans: u32,
+    /// fcntl locks reach the server (`lock`) or stay in this client (`nolock`).
+    pub lock: bool,
+}
+
+/// What the client does when the server stops answering (nfs(5) `hard`,
+/// `soft`, `softerr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovery {
+    /// Retry for ever: the caller waits until the server answers.
+    Hard,
+    /// Give up at the major timeout with this errno (EIO for `soft`,
+    /// ETIMEDOUT for `softerr`).
+    Soft(i32),
 }
 
 impl Default for NfsCache {
@@ -80,6 +106,11 @@ impl Default for NfsCache {
             rsize: 1 << 20,
             wsize: 1 << 20,
             cto: true,
+            recovery: Recovery::Hard,
+            // nfs(5): over TCP, 600 tenths of a second and 2 retransmissions.
+            timeo: Duration::from_secs(60),
+            retrans: 2,
+            lock: true,
         }
     }
 }
@@ -87,7 +118,8 @@ impl Default for NfsCache {
 /// The options `--cache nfs:OPTIONS` takes, for error messages.
 const NFS_OPTIONS: &str = "ac, noac, actimeo=N, acregmin=N, acregmax=N, acdirmin=N, \
                            acdirmax=N (seconds), lookupcache=all|positive|none, \
-                           rsize=BYTES, wsize=BYTES, cto, nocto";
+                           rsize=BYTES, wsize=BYTES, cto, nocto, hard, soft, softerr, \
+                           timeo=DECISECONDS, retrans=N, lock, nolock";
 
 impl NfsCache {
     /// Applies one nfs(5) option.
@@ -119,6 +151,14 @@ impl NfsCache {
                 "noac" => self.set_all_timeouts(Duration::ZERO),
                 "cto" => self.cto = true,
                 "nocto" => self.cto = false,
+                "hard" => self.recovery = Recovery::Hard,
+                "soft" => self.recovery = Recovery::Soft(libc::EIO),
+                "softerr" => self.recovery = Recovery::Soft(libc::ETIMEDOUT),
+                "lock" => self.lock = true,
+                "nolock" => self.lock = false,
+                // nfs(5): deprecated and ignored since 2.6.25 (only SIGKILL
+                // interrupts a request); accepted as the client accepts it.
+                "intr" | "nointr" => {}
                 _ => return Err(unknown(option)),
             },
             Some((key, value)) => match key {
@@ -139,12 +179,44 @@ impl NfsCache {
                         }
                     }
                 }
+                "timeo" => {
+                    self.timeo = value
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|t| (1..=6000).contains(t))
+                        .map(|t| Duration::from_millis(t * 100))
+                        .ok_or_else(|| {
+                            format!("{option}: expected tenths of a second from 1 to 6000")
+                        })?
+                }
+                "retrans" => {
+                    self.retrans = value
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|r| *r <= 100)
+                        .ok_or_else(|| format!("{option}: expected a count from 0 to 100"))?
+                }
                 "rsize" => self.rsize = size(value)?,
                 "wsize" => self.wsize = size(value)?,
                 _ => return Err(unknown(option)),
             },
         }
         Ok(())
+    }
+
+    /// How long a soft mount waits for an answer before it gives up (`None`
+    /// on a hard mount). nfs(5), over TCP: the first retransmission after
+    /// `timeo`, each next one `timeo` later than the last (linear backoff, at
+    /// most 600 s apart), and the major timeout after `retrans` of them.
+    pub fn gives_up_after(&self) -> Option<Duration> {
+        match self.recovery {
+            Recovery::Hard => None,
+            Recovery::Soft(_) => Some(
+                (1..=self.retrans + 1)
+                    .map(|k| (self.timeo * k).min(Duration::from_secs(600)))
+                    .sum(),
+            ),
+        }
     }
 
     fn set_all_timeouts(&mut self, t: Duration) {
@@ -202,7 +274,7 @@ impl fmt::Display for CachePolicy {
             CachePolicy::EveryCall => write!(f, "every-call"),
             CachePolicy::Nfs(n) => write!(
                 f,
-                "nfs:acregmin={},acregmax={},acdirmin={},acdirmax={},lookupcache={},rsize={},wsize={},{}",
+                "nfs:acregmin={},acregmax={},acdirmin={},acdirmax={},lookupcache={},rsize={},wsize={},{},{},timeo={},retrans={},{}",
                 n.acregmin.as_secs(),
                 n.acregmax.as_secs(),
                 n.acdirmin.as_secs(),
@@ -215,6 +287,14 @@ impl fmt::Display for CachePolicy {
                 n.rsize,
                 n.wsize,
                 if n.cto { "cto" } else { "nocto" },
+                match n.recovery {
+                    Recovery::Hard => "hard",
+                    Recovery::Soft(libc::ETIMEDOUT) => "softerr",
+                    Recovery::Soft(_) => "soft",
+                },
+                n.timeo.as_millis() / 100,
+                n.retrans,
+                if n.lock { "lock" } else { "nolock" },
             ),
         }
     }
@@ -368,6 +448,22 @@ mod tests {
         // Rounded down to whole pages, capped at 1 MiB.
         assert_eq!(nfs("nfs:rsize=10000,wsize=8MiB").rsize, 8192);
         assert_eq!(nfs("nfs:wsize=8MiB").wsize, 1 << 20);
+        let n = nfs("nfs:soft,timeo=10,retrans=3,nolock");
+        assert_eq!(n.recovery, Recovery::Soft(libc::EIO));
+        assert!(!n.lock);
+        // 1 + 2 + 3 + 4 seconds: linear backoff from timeo.
+        assert_eq!(n.gives_up_after(), Some(Duration::from_secs(10)));
+        // The defaults: 60 + 120 + 180 s; hard never gives up.
+        assert_eq!(
+            nfs("nfs:soft").gives_up_after(),
+            Some(Duration::from_secs(360))
+        );
+        assert_eq!(nfs("nfs").gives_up_after(), None);
+        // Each wait is at most 600 s.
+        assert_eq!(
+            nfs("nfs:softerr,timeo=6000,retrans=1").gives_up_after(),
+            Some(Duration::from_secs(1200))
+        );
         assert_eq!(
             "every-call".parse::<CachePolicy>(),
             Ok(CachePolicy::EveryCall)
@@ -381,6 +477,8 @@ mod tests {
             ("nfs:acregmin=x", "whole seconds"),
             ("nfs:lookupcache=some", "all, positive or none"),
             ("nfs:rsize=100", "at least 4096"),
+            ("nfs:timeo=0", "tenths of a second"),
+            ("nfs:retrans=-1", "count from 0"),
             ("nsf", "expected every-call, nfs"),
             ("every-call:x", "no options"),
         ] {
@@ -391,10 +489,14 @@ mod tests {
 
     #[test]
     fn the_display_parses_back() {
-        let policy: CachePolicy = "nfs:acregmin=1,acdirmax=9,lookupcache=none,nocto"
-            .parse()
-            .unwrap();
-        assert_eq!(policy.to_string().parse::<CachePolicy>(), Ok(policy));
+        for text in [
+            "nfs:acregmin=1,acdirmax=9,lookupcache=none,nocto",
+            "nfs:softerr,timeo=15,retrans=4,nolock",
+            "nfs:soft",
+        ] {
+            let policy: CachePolicy = text.parse().unwrap();
+            assert_eq!(policy.to_string().parse::<CachePolicy>(), Ok(policy));
+        }
     }
 
     #[test]

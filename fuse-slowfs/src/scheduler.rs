@@ -10,7 +10,10 @@
 //!
 //! A parked request ends early when its caller is interrupted: the [`interrupts`]
 //! watcher notices a pending signal of the caller (or that it is gone) and the
-//! request is answered with EINTR — the daemon-side equivalent of NFS's `intr`.
+//! request is answered with EINTR — the daemon-side equivalent of NFS's `intr`
+//! ([`Interrupts::AnySignal`]), or, as an NFS mount since Linux 2.6.25, only
+//! when the signal is fatal ([`Interrupts::FatalOnly`]). A soft NFS mount also
+//! gives a parked request up at its major timeout ([`Fate::GaveUp`]).
 
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,6 +25,8 @@ use slowfs_faults::Hang;
 
 mod interrupts;
 
+pub use interrupts::killed as killed_or_gone;
+
 /// How a parked request ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fate {
@@ -29,6 +34,20 @@ pub enum Fate {
     Run,
     /// Its caller was interrupted or is gone: answer EINTR without doing it.
     Interrupted,
+    /// A soft mount's major timeout came first: answer its errno without doing it.
+    GaveUp,
+}
+
+/// Which signals of its caller end a parked request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interrupts {
+    /// None (`--no-intr`): the request waits its time out.
+    Never,
+    /// One that kills the caller or runs a handler (NFS's old `intr`).
+    AnySignal,
+    /// Only one that kills it (SIGKILL, or a signal whose default action
+    /// kills): an NFS mount since Linux 2.6.25.
+    FatalOnly,
 }
 
 type Job = Box<dyn FnOnce(Fate) + Send>;
@@ -52,6 +71,8 @@ struct Parked {
     delay_after_hang: Duration,
     /// When this entry is due; a heap entry with another time is stale.
     deadline: Option<Instant>,
+    /// A soft mount's major timeout: if still parked then, it gives up.
+    gives_up_at: Option<Instant>,
     parked_at: Instant,
 }
 
@@ -125,6 +146,7 @@ pub struct Scheduler {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
     watcher: Option<interrupts::Watcher>,
+    gives_up_after: Option<Duration>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -137,9 +159,14 @@ impl std::fmt::Debug for Scheduler {
 }
 
 impl Scheduler {
-    /// A scheduler with its own workers; with `interruptible`, a parked request
-    /// ends with EINTR when its caller is interrupted (see [`interrupts`]).
-    pub fn new(interruptible: bool) -> std::io::Result<Scheduler> {
+    /// A scheduler with its own workers. A parked request ends with EINTR when
+    /// its caller gets a signal `interrupts` names (see [`interrupts`]), and
+    /// with [`Fate::GaveUp`] once parked `gives_up_after` (a soft mount's
+    /// major timeout).
+    pub fn new(
+        interrupts: Interrupts,
+        gives_up_after: Option<Duration>,
+    ) -> std::io::Result<Scheduler> {
         let shared = Arc::new(Shared {
             state: Mutex::default(),
             work: Condvar::new(),
@@ -156,15 +183,18 @@ impl Scheduler {
                     .spawn(move || work(&shared))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let watcher = if interruptible {
-            Some(interrupts::Watcher::start(Arc::clone(&shared))?)
-        } else {
-            None
+        let watcher = match interrupts {
+            Interrupts::Never => None,
+            _ => Some(interrupts::Watcher::start(
+                Arc::clone(&shared),
+                interrupts == Interrupts::FatalOnly,
+            )?),
         };
         Ok(Scheduler {
             shared,
             workers,
             watcher,
+            gives_up_after,
         })
     }
 
@@ -197,9 +227,17 @@ impl Scheduler {
                 hung: hang.is_some(),
                 delay_after_hang,
                 deadline: None,
+                gives_up_at: None,
                 parked_at: now,
             },
         );
+        if let Some(limit) = self.gives_up_after {
+            let when = now + limit;
+            if let Some(p) = state.parked.get_mut(&id) {
+                p.gives_up_at = Some(when);
+            }
+            state.timers.push(std::cmp::Reverse((when, id)));
+        }
         shared.waiting.fetch_add(1, Ordering::SeqCst);
         shared.unfinished.fetch_add(1, Ordering::SeqCst);
         match hang {
@@ -238,6 +276,11 @@ impl Scheduler {
         hung.len()
     }
 
+    /// Whether [`shutdown`](Self::shutdown) has run: nothing may wait any more.
+    pub fn is_shut_down(&self) -> bool {
+        self.shared.lock().shutdown
+    }
+
     /// Requests hung right now.
     pub fn hung(&self) -> usize {
         self.shared.hung.load(Ordering::SeqCst)
@@ -261,6 +304,7 @@ impl Scheduler {
             if let Some(p) = state.parked.get_mut(&id) {
                 p.hung = false;
                 p.deadline = None;
+                p.gives_up_at = None;
             }
             state.due.push_back((id, Fate::Run));
         }
@@ -318,7 +362,12 @@ fn work(shared: &Shared) {
             Some((when, id)) if when <= now => {
                 state.timers.pop();
                 let current = state.parked.get(&id).map(|p| (p.deadline, p.hung));
+                let gives_up = state
+                    .parked
+                    .get(&id)
+                    .is_some_and(|p| p.gives_up_at == Some(when));
                 match current {
+                    Some(_) if gives_up => state.due.push_back((id, Fate::GaveUp)),
                     Some((Some(deadline), true)) if deadline == when => {
                         // A hang's timeout.
                         state.unhang(id, now);
@@ -383,7 +432,7 @@ mod tests {
 
     #[test]
     fn jobs_run_at_their_deadlines_in_order() {
-        let scheduler = Scheduler::new(false).unwrap();
+        let scheduler = Scheduler::new(Interrupts::Never, None).unwrap();
         let (tx, rx) = mpsc::channel();
         let start = Instant::now();
         for ms in [30u64, 10, 20] {
@@ -406,7 +455,7 @@ mod tests {
 
     #[test]
     fn hangs_wait_for_release_then_serve_their_delay() {
-        let scheduler = Scheduler::new(false).unwrap();
+        let scheduler = Scheduler::new(Interrupts::Never, None).unwrap();
         let (tx, rx) = mpsc::channel();
         scheduler.park(
             Instant::now(),
@@ -424,8 +473,35 @@ mod tests {
     }
 
     #[test]
+    fn a_soft_mount_gives_up_at_its_major_timeout() {
+        let scheduler = Scheduler::new(Interrupts::Never, Some(Duration::from_millis(30))).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let start = Instant::now();
+        for (hang, delay) in [(Some(Hang::UntilReleased), 0), (None, 10_000), (None, 5)] {
+            let tx = tx.clone();
+            scheduler.park(
+                start + Duration::from_millis(delay),
+                hang,
+                Duration::ZERO,
+                0,
+                move |f| tx.send((delay, f, start.elapsed())).unwrap(),
+            );
+        }
+        let mut ends: Vec<_> = (0..3)
+            .map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap())
+            .collect();
+        ends.sort_by_key(|e| e.0);
+        assert_eq!(ends[0].0..=ends[0].0, 0..=0);
+        assert_eq!(ends[0].1, Fate::GaveUp, "the hang");
+        assert_eq!(ends[1].1, Fate::Run, "the 5 ms delay, within the limit");
+        assert_eq!(ends[2].1, Fate::GaveUp, "the 10 s delay");
+        assert!(ends[2].2 >= Duration::from_millis(30) && ends[2].2 < Duration::from_secs(5));
+        assert_eq!((scheduler.hung(), scheduler.waiting()), (0, 0));
+    }
+
+    #[test]
     fn shutdown_runs_everything_parked_at_once() {
-        let scheduler = Scheduler::new(false).unwrap();
+        let scheduler = Scheduler::new(Interrupts::Never, None).unwrap();
         let (tx, rx) = mpsc::channel();
         for hang in [
             None,

@@ -139,3 +139,173 @@ fn a_bad_cache_option_names_the_known_ones() {
     let err = "nfs:actime=3".parse::<CachePolicy>().unwrap_err();
     assert!(err.contains("known: ac, noac, actimeo=N"), "{err}");
 }
+
+/// `fcntl(fd, cmd)` with a whole-file lock of `typ`: the errno on failure,
+/// and the type F_GETLK reports.
+fn whole_file_lock(file: &std::fs::File, cmd: i32, typ: i32) -> Result<i32, i32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock is plain old data; zero is valid for every field.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = typ as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: a valid fd and flock.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), cmd, &mut lock) };
+    if rc < 0 {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+    } else {
+        Ok(i32::from(lock.l_type))
+    }
+}
+
+fn open_rw(path: std::path::PathBuf) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap()
+}
+
+#[test]
+fn with_lock_two_clients_share_fcntl_locks_and_with_nolock_they_do_not() {
+    let a = client("nfs", None, &[]);
+    std::fs::write(a.path("db"), "x").unwrap();
+    let b = client("nfs", Some(&a.backing_path("")), &[]);
+    let held = open_rw(a.path("db"));
+    assert_eq!(
+        whole_file_lock(&held, libc::F_SETLK, libc::F_WRLCK),
+        Ok(libc::F_WRLCK)
+    );
+    let other = open_rw(b.path("db"));
+    assert_eq!(
+        whole_file_lock(&other, libc::F_SETLK, libc::F_WRLCK),
+        Err(libc::EAGAIN),
+        "client B must see client A's lock"
+    );
+    assert_eq!(
+        whole_file_lock(&other, libc::F_GETLK, libc::F_RDLCK),
+        Ok(libc::F_WRLCK),
+        "F_GETLK on B names A's write lock"
+    );
+    // F_SETLKW on B waits until A lets go; A's close drops its locks.
+    let started = std::time::Instant::now();
+    let waiter = std::thread::spawn(move || {
+        let got = whole_file_lock(&other, libc::F_SETLKW, libc::F_WRLCK);
+        (got, other)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !waiter.is_finished(),
+        "F_SETLKW returned while A held the lock"
+    );
+    drop(held);
+    let (got, other) = waiter.join().unwrap();
+    assert_eq!(got, Ok(libc::F_WRLCK));
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    println!(
+        "lock: B's F_SETLKW got the lock {:?} after it was asked",
+        started.elapsed()
+    );
+    assert!(a.stats().count("lock") >= 1 && b.stats().count("lock") >= 3);
+    drop(other);
+
+    // Negative control, nolock: each client's locks are its own.
+    let a = client("nfs:nolock", None, &[]);
+    std::fs::write(a.path("db"), "x").unwrap();
+    let b = client("nfs:nolock", Some(&a.backing_path("")), &[]);
+    let held = open_rw(a.path("db"));
+    let other = open_rw(b.path("db"));
+    assert_eq!(
+        whole_file_lock(&held, libc::F_SETLK, libc::F_WRLCK),
+        Ok(libc::F_WRLCK)
+    );
+    assert_eq!(
+        whole_file_lock(&other, libc::F_SETLK, libc::F_WRLCK),
+        Ok(libc::F_WRLCK),
+        "nolock: B takes the lock A holds"
+    );
+    assert_eq!(a.stats().count("lock") + b.stats().count("lock"), 0);
+}
+
+/// A child reading `path` (held by a `read hang` rule), signalled with
+/// `signal` after 300 ms: whether it is still waiting 1 s later. Its SIGUSR1
+/// handler exits (Python retries a read that EINTR ended, PEP 475: a handler
+/// that returns would hide the interruption).
+fn reader_survives(path: &std::path::Path, signal: i32) -> bool {
+    let mut child = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import signal, sys\n\
+             signal.signal(signal.SIGUSR1, lambda *a: sys.exit(3))\n\
+             sys.stdout.write(open(sys.argv[1]).read())",
+        )
+        .arg(path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    std::thread::sleep(Duration::from_secs(1));
+    let alive = child.try_wait().unwrap().is_none();
+    if alive {
+        child.kill().unwrap();
+    }
+    child.wait().unwrap();
+    alive
+}
+
+#[test]
+fn a_hard_mount_waits_out_the_outage_and_only_sigkill_ends_the_wait() {
+    let m = client("nfs", None, &["read hang"]);
+    std::fs::write(m.backing_path("f"), "after the outage").unwrap();
+    // A handled signal does not end a hard mount's wait (nfs(5): intr is
+    // ignored since 2.6.25)...
+    assert!(reader_survives(&m.path("f"), libc::SIGUSR1));
+    // ...SIGKILL does.
+    assert!(!reader_survives(&m.path("f"), libc::SIGKILL));
+    // Negative control: every-call mode is `intr`, the handled signal ends it.
+    let every = client("every-call", None, &["read hang"]);
+    std::fs::write(every.backing_path("f"), "x").unwrap();
+    assert!(!reader_survives(&every.path("f"), libc::SIGUSR1));
+    // The server comes back: the waiting read gets its data.
+    let path = m.path("f");
+    let reader = std::thread::spawn(move || std::fs::read_to_string(path));
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(!reader.is_finished(), "a hard mount gave up");
+    assert!(m.release() >= 1);
+    assert_eq!(reader.join().unwrap().unwrap(), "after the outage");
+}
+
+/// Reads an uncached file through a `read hang` outage: the errno and when.
+fn outage_read(policy: &str) -> (Option<i32>, Duration) {
+    let m = client(policy, None, &["read hang"]);
+    std::fs::write(m.backing_path("f"), "x").unwrap();
+    let started = std::time::Instant::now();
+    let path = m.path("f");
+    let reader = std::thread::spawn(move || std::fs::read(path));
+    while !reader.is_finished() && started.elapsed() < Duration::from_secs(6) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let took = started.elapsed();
+    m.release();
+    let errno = reader.join().unwrap().err().and_then(|e| e.raw_os_error());
+    println!("{policy}: {errno:?} after {took:?}");
+    (errno, took)
+}
+
+#[test]
+fn a_soft_mount_fails_at_its_major_timeout() {
+    // timeo=5 (0.5 s), retrans=1: 0.5 s + 1 s, then EIO.
+    let (errno, took) = outage_read("nfs:soft,timeo=5,retrans=1");
+    assert_eq!(errno, Some(libc::EIO));
+    assert!(
+        took >= Duration::from_millis(1450) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    let (errno, _) = outage_read("nfs:softerr,timeo=5,retrans=0");
+    assert_eq!(errno, Some(libc::ETIMEDOUT));
+    // Negative control: hard still waits when the soft one has given up.
+    let (errno, took) = outage_read("nfs:hard,timeo=5,retrans=1");
+    assert_eq!(errno, None, "released, then served");
+    assert!(took >= Duration::from_secs(6));
+}

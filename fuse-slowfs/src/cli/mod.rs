@@ -34,6 +34,7 @@ RULES
   OPS: * or a comma list of lookup getattr setattr open create read write flush fsync
        fdatasync fsyncdir release mkdir mknod rmdir unlink rename link symlink readlink
        opendir readdir releasedir statfs access fallocate lseek copy_file_range xattr
+       lock (fcntl locks, under --cache nfs:lock)
   CONDITIONS: p=P (probability), after=N (skip the first N), every=N,
               after_bytes=SIZE (a quota on bytes moved by matching requests)
   Globs match the path relative to the mount root; * stays in one directory, ** crosses.";
@@ -458,7 +459,8 @@ struct FaultArgs {
     passthrough: String,
     /// Keep a delayed or hung request waiting even when its caller is interrupted
     /// or killed (NFS `nointr`). By default it ends at once with EINTR, so a
-    /// killed process can exit and one with a signal handler sees EINTR.
+    /// killed process can exit and one with a signal handler sees EINTR; under
+    /// --cache nfs only a fatal signal ends it (NFS since Linux 2.6.25).
     #[arg(long)]
     no_intr: bool,
     /// How the kernel caches data and attributes. `every-call` (the default,
@@ -469,7 +471,12 @@ struct FaultArgs {
     /// on close/fsync, attributes cached 3-60 s (directories 30-60 s),
     /// close-to-open. `nfs:OPTIONS` takes nfs(5)'s options, e.g.
     /// nfs:actimeo=1,lookupcache=positive,rsize=65536 (also noac, nocto,
-    /// acregmin=, acregmax=, acdirmin=, acdirmax=, wsize=).
+    /// acregmin=, acregmax=, acdirmin=, acdirmax=, wsize=). `soft` or
+    /// `softerr` with timeo= (tenths of a second) and retrans=: a request the
+    /// server leaves unanswered (`* hang`) fails with EIO (ETIMEDOUT) at the
+    /// major timeout, where `hard` (the default) waits. `nolock`: fcntl locks
+    /// stay in this client, where `lock` (the default) shares them with every
+    /// mount of the backing directory. See docs/nfs.md.
     #[arg(long, value_name = "POLICY")]
     cache: Option<slowfs::CachePolicy>,
     /// Write every fault that fires to FILE (JSON lines: the operation, the

@@ -5,8 +5,8 @@ use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 
 use fuser::{
-    FileHandle, FopenFlags, INodeNo, OpenFlags, ReplyCreate, ReplyData, ReplyEmpty, ReplyLseek,
-    ReplyOpen, ReplyWrite, Request, WriteFlags,
+    FileHandle, FopenFlags, INodeNo, LockOwner, OpenFlags, ReplyCreate, ReplyData, ReplyEmpty,
+    ReplyLseek, ReplyOpen, ReplyWrite, Request, WriteFlags,
 };
 use slowfs_faults::durability::NodeKind;
 use slowfs_faults::Op;
@@ -156,7 +156,17 @@ pub(super) fn write(
     );
 }
 
-pub(super) fn flush(fs: &SlowFs, req: &Request, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
+pub(super) fn flush(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    fh: FileHandle,
+    owner: LockOwner,
+    reply: ReplyEmpty,
+) {
+    // A close by this owner: its fcntl locks on the file go (POSIX), even if
+    // a rule fails the flush.
+    fs.inner.locks.closed(ino.0, owner.0);
     fs.inner
         .serve_on(req, Op::Flush, ino, reply, move |inner, done, _, _| {
             let result = inner.handles.get(fh).and_then(|h| sys::flush(h.raw()));
@@ -443,22 +453,40 @@ impl Inner {
     /// dropped, so the next stat or read asks again (the client's GETATTR at
     /// open). `None` on other mounts.
     fn close_to_open(&self, ino: u64, fd: &std::os::fd::OwnedFd) -> Option<FopenFlags> {
-        let (nfs, view) = self.nfs.as_ref()?;
-        if !nfs.cto {
-            return Some(FopenFlags::FOPEN_KEEP_CACHE);
+        let (nfs, _) = self.nfs.as_ref()?;
+        if !nfs.cto || self.revalidate_fd(ino, sys::raw(fd)) {
+            Some(FopenFlags::FOPEN_KEEP_CACHE)
+        } else {
+            Some(FopenFlags::empty())
         }
+    }
+
+    /// Under `--cache nfs`, a consistency point (an open with close-to-open, a
+    /// lock taken): the cached attributes are dropped, so the next stat or
+    /// read asks again, and the cached pages too if the file changed since
+    /// this client last saw it. Returns whether the pages are still current.
+    fn revalidate_fd(&self, ino: u64, fd: std::os::fd::RawFd) -> bool {
+        let Some((nfs, view)) = self.nfs.as_ref() else {
+            return true;
+        };
         self.attributes_changed(ino);
-        let current = sys::stat_fd(sys::raw(fd))
+        let current = sys::stat_fd(fd)
             .is_ok_and(|st| view.still_current(nfs, ino, crate::client_cache::Version::of(&st)));
-        if current {
-            return Some(FopenFlags::FOPEN_KEEP_CACHE);
+        if !current {
+            // Changed by another client: drop the cached pages (which an open
+            // without FOPEN_KEEP_CACHE does too, but not on every kernel path).
+            if let Some(notifier) = self.notifier.get() {
+                let _ = notifier.inval_inode(fuser::INodeNo(ino), 0, 0);
+            }
         }
-        // Changed by another client: drop the cached pages (which an open
-        // without FOPEN_KEEP_CACHE does too, but not on every kernel path).
-        if let Some(notifier) = self.notifier.get() {
-            let _ = notifier.inval_inode(fuser::INodeNo(ino), 0, 0);
+        current
+    }
+
+    /// [`revalidate_fd`](Self::revalidate_fd) through open handle `fh`.
+    pub(super) fn revalidate(&self, ino: u64, fh: FileHandle) {
+        if let Ok(h) = self.handles.get(fh) {
+            self.revalidate_fd(ino, h.raw());
         }
-        Some(FopenFlags::empty())
     }
 
     /// Under `--cache nfs`, this client wrote to `ino` (backing fd `fd`): what

@@ -12,13 +12,13 @@ use std::time::SystemTime;
 use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, FileHandle, Filesystem, Generation, INodeNo,
     InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use super::contain::contain;
 use super::SlowFs;
-use super::{attributes, directories, entries, files, xattrs};
+use super::{attributes, directories, entries, files, locks, xattrs};
 
 pub(super) const GENERATION: Generation = Generation(0);
 
@@ -45,6 +45,10 @@ impl Filesystem for SlowFs {
             // The caller's umask comes with each create and the backing filesystem
             // applies it, or, where the parent has a default ACL, the ACL instead.
             | InitFlags::FUSE_DONT_MASK;
+        if self.inner.nfs.as_ref().is_some_and(|(nfs, _)| nfs.lock) {
+            // nfs(5) `lock`: fcntl locks are the server's (see locks.rs).
+            wanted |= InitFlags::FUSE_POSIX_LOCKS;
+        }
         if tuning.kill_priv_v2 {
             // The daemon drops set-user/group-ID itself (see sys::drop_privileges);
             // in return the kernel stops asking for security.capability before
@@ -250,10 +254,49 @@ impl Filesystem for SlowFs {
         req: &Request,
         ino: INodeNo,
         fh: FileHandle,
-        _lock_owner: LockOwner,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        contain("flush", || files::flush(self, req, ino, fh, reply));
+        contain("flush", || {
+            files::flush(self, req, ino, fh, lock_owner, reply)
+        });
+    }
+
+    fn getlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        _pid: u32,
+        reply: ReplyLock,
+    ) {
+        contain("getlk", || {
+            locks::getlk(self, req, ino, lock_owner, start, end, typ, reply)
+        });
+    }
+
+    fn setlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        _pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        contain("setlk", || {
+            locks::setlk(
+                self, req, ino, fh, lock_owner, start, end, typ, sleep, reply,
+            )
+        });
     }
 
     fn release(

@@ -13,6 +13,7 @@ mod handle;
 mod handles;
 mod inodes;
 mod lies;
+mod locks;
 mod passthrough;
 mod recorder;
 mod sys;
@@ -40,6 +41,8 @@ use inodes::Inodes;
 pub struct Inner {
     inodes: Inodes,
     handles: Handles,
+    /// fcntl locks, under `--cache nfs:lock`.
+    locks: locks::Locks,
     /// The live fault rules.
     pub plan: Arc<FaultPlan>,
     /// Counters.
@@ -130,6 +133,17 @@ pub struct FsMode {
     pub nodiratime: bool,
     /// How the kernel caches data and attributes (`--cache`).
     pub cache: crate::CachePolicy,
+}
+
+/// The scheduler of a mount in `mode`: an NFS mount is interrupted only by a
+/// fatal signal and, if soft, gives a request up at its major timeout.
+fn new_scheduler(mode: FsMode) -> std::io::Result<Scheduler> {
+    use crate::scheduler::Interrupts;
+    match mode.cache {
+        _ if !mode.interruptible => Scheduler::new(Interrupts::Never, None),
+        crate::CachePolicy::Nfs(nfs) => Scheduler::new(Interrupts::FatalOnly, nfs.gives_up_after()),
+        crate::CachePolicy::EveryCall => Scheduler::new(Interrupts::AnySignal, None),
+    }
 }
 
 /// The backing directory reached through a private clone of its mount with
@@ -230,9 +244,10 @@ impl SlowFs {
             inner: Arc::new(Inner {
                 inodes,
                 handles: Handles::default(),
+                locks: Default::default(),
                 plan,
                 stats: Stats::default(),
-                scheduler: Scheduler::new(mode.interruptible)?,
+                scheduler: new_scheduler(mode)?,
                 tuning,
                 writeback_allowed: !mode.durability.records(),
                 writeback: Default::default(),
@@ -461,6 +476,18 @@ impl Inner {
         }
     }
 
+    /// What a soft NFS mount answers at its major timeout (EIO, or ETIMEDOUT
+    /// under `softerr`).
+    fn soft_timeout_errno(&self) -> Errno {
+        match &self.nfs {
+            Some((nfs, _)) => match nfs.recovery {
+                crate::client_cache::Recovery::Soft(errno) => Errno::from_i32(errno),
+                crate::client_cache::Recovery::Hard => Errno::EIO,
+            },
+            None => Errno::EIO,
+        }
+    }
+
     /// How long the kernel may cache names and attributes: not at all while a rule
     /// wants to see lookups or getattrs, else one second.
     fn ttl(&self) -> Duration {
@@ -532,6 +559,10 @@ impl Inner {
             match (fate, error) {
                 (Fate::Interrupted, _) => {
                     done.respond(inner, Err::<(), _>(Errno::EINTR), |_, ()| {})
+                }
+                (Fate::GaveUp, _) => {
+                    let errno = inner.soft_timeout_errno();
+                    done.respond(inner, Err::<(), _>(errno), |_, ()| {})
                 }
                 (Fate::Run, Some(errno)) => done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
                 (Fate::Run, None) => job(inner, done, effects, data),
@@ -676,6 +707,7 @@ macro_rules! any_reply {
 
 any_reply!(
     fuser::ReplyEmpty,
+    fuser::ReplyLock,
     fuser::ReplyData,
     fuser::ReplyEntry,
     fuser::ReplyAttr,

@@ -36,13 +36,15 @@ pub(super) struct Watcher {
 }
 
 impl Watcher {
-    pub(super) fn start(shared: Arc<Shared>) -> std::io::Result<Watcher> {
+    /// Watches `shared`'s parked requests; with `fatal_only`, only a signal
+    /// that kills the caller ends one.
+    pub(super) fn start(shared: Arc<Shared>, fatal_only: bool) -> std::io::Result<Watcher> {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
                 .name("slowfs-intr".into())
-                .spawn(move || watch(&shared, &stop))?
+                .spawn(move || watch(&shared, &stop, fatal_only))?
         };
         Ok(Watcher {
             stop,
@@ -61,7 +63,7 @@ impl Drop for Watcher {
     }
 }
 
-fn watch(shared: &Shared, stop: &AtomicBool) {
+fn watch(shared: &Shared, stop: &AtomicBool, fatal_only: bool) {
     // The scan must never delay a timer: it runs at the lowest priority.
     // SAFETY: setpriority on this thread (PRIO_PROCESS with a tid) only lowers it.
     unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
@@ -79,7 +81,12 @@ fn watch(shared: &Shared, stop: &AtomicBool) {
                 .collect()
         };
         for &(id, caller) in &candidates {
-            if interrupted(caller) {
+            let ends = if fatal_only {
+                killed(caller)
+            } else {
+                interrupted(caller)
+            };
+            if ends {
                 shared.make_due(id, Fate::Interrupted);
             }
         }
@@ -111,6 +118,19 @@ const fn bit(signal: i32) -> u64 {
 /// Whether thread `tid` has a pending signal that will run a handler or kill it
 /// (the cases in which a blocked syscall must end), or no longer exists.
 pub(crate) fn interrupted(tid: u32) -> bool {
+    status_says(tid, interrupting)
+}
+
+/// Whether thread `tid` is being killed (a fatal signal shows as a pending
+/// SIGKILL in every thread of the process) or no longer exists.
+pub fn killed(tid: u32) -> bool {
+    status_says(tid, |status| {
+        (mask(status, "SigPnd:") | mask(status, "ShdPnd:")) & bit(libc::SIGKILL) != 0
+    })
+}
+
+/// `verdict` of thread `tid`'s status; true for a thread that is gone or dying.
+fn status_says(tid: u32, verdict: impl Fn(&str) -> bool) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
         return true; // gone
     };
@@ -121,23 +141,26 @@ pub(crate) fn interrupted(tid: u32) -> bool {
     {
         return true;
     }
-    interrupting(&status)
+    verdict(&status)
 }
 
 /// From a `/proc/TID/status` text: whether a pending, unblocked signal will run
 /// a handler (caught) or take its default action and that action kills.
 fn interrupting(status: &str) -> bool {
-    let mask = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-            .unwrap_or(0)
-    };
+    let mask = |key: &str| mask(status, key);
     let pending = (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") & !mask("SigIgn:");
     let caught = mask("SigCgt:");
     let fatal = !caught & !HARMLESS_BY_DEFAULT;
     pending & (caught | fatal) != 0
+}
+
+/// The signal mask on line `key` of a `/proc/TID/status` text.
+fn mask(status: &str, key: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -1,0 +1,175 @@
+//! fcntl locks under `--cache nfs:lock`: the server's, shared by every mount of
+//! the backing directory, as NFS clients share the server's lock manager (NLM
+//! for v3, LOCK/LOCKT for v4; nfs(5) `lock`). Without `lock` the daemon does
+//! not offer FUSE_POSIX_LOCKS, and the kernel keeps each mount's locks to
+//! itself: NFS's `nolock`, under which two clients' locks never conflict.
+//!
+//! A lock owner (a process's file table, as FUSE names it) gets its own open
+//! file description of the backing file per inode, and its locks are Linux
+//! open-file-description locks on it: they conflict with every other owner's,
+//! in this daemon, in another mount's daemon and in local processes, and
+//! closing the description drops them all, which is what the last close of a
+//! file by an owner must do (POSIX; FUSE says so with a FLUSH).
+//!
+//! As the NFS client does (nfs(5), "File locking"), taking a lock revalidates
+//! the file's cached data: a lock is a cache consistency point.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fuser::{Errno, FileHandle, INodeNo, LockOwner, ReplyEmpty, ReplyLock, Request};
+use slowfs_faults::Op;
+
+use super::sys::{self, SysResult};
+use super::{Inner, SlowFs};
+
+/// FUSE's "to the end of the file" (the kernel's OFFSET_MAX).
+const TO_END: u64 = i64::MAX as u64;
+
+/// How often a blocked F_SETLKW tries again (the NFS client polls a blocked
+/// lock too, besides the server's callback).
+const RETRY: Duration = Duration::from_millis(10);
+
+/// Each lock owner's open file description, per inode.
+#[derive(Debug, Default)]
+pub(super) struct Locks {
+    owners: Mutex<HashMap<(u64, u64), Arc<OwnedFd>>>,
+}
+
+impl Locks {
+    /// The description `owner`'s locks on `ino` live on, opened on first use.
+    fn description(&self, inner: &Inner, ino: u64, owner: u64) -> SysResult<Arc<OwnedFd>> {
+        if let Some(fd) = self.owners.lock().unwrap().get(&(ino, owner)) {
+            return Ok(Arc::clone(fd));
+        }
+        let inode = inner.inodes.get(INodeNo(ino))?;
+        // Read-write where allowed; the kernel has already checked that the
+        // caller's own handle permits the lock's type.
+        let fd = inner.with_fds(|| {
+            sys::reopen(inode.raw(), libc::O_RDWR)
+                .or_else(|_| sys::reopen(inode.raw(), libc::O_RDONLY))
+        })?;
+        let fd = Arc::new(fd);
+        let mut owners = self.owners.lock().unwrap();
+        Ok(Arc::clone(owners.entry((ino, owner)).or_insert(fd)))
+    }
+
+    /// `owner` closed a handle of `ino`: its locks on the file go.
+    pub(super) fn closed(&self, ino: u64, owner: u64) {
+        // Dropped outside the table's lock: the close releases the locks.
+        let fd = self.owners.lock().unwrap().remove(&(ino, owner));
+        drop(fd);
+    }
+}
+
+/// A lock request's range and type, as `struct flock` for the OFD calls.
+fn flock(start: u64, end: u64, typ: i32) -> libc::flock {
+    // SAFETY: flock is plain old data; zero is a valid value for every field.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = typ as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock.l_start = start as libc::off_t;
+    lock.l_len = if end >= TO_END {
+        0
+    } else {
+        (end - start + 1) as libc::off_t
+    };
+    lock
+}
+
+fn fcntl_lock(fd: &OwnedFd, cmd: i32, lock: &mut libc::flock) -> SysResult<()> {
+    // SAFETY: `lock` is a valid flock for the duration of the call.
+    sys::check(unsafe { libc::fcntl(fd.as_raw_fd(), cmd, lock as *mut libc::flock) })
+}
+
+#[allow(clippy::too_many_arguments)] // the request's fields, as fuser passes them
+pub(super) fn getlk(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    owner: LockOwner,
+    start: u64,
+    end: u64,
+    typ: i32,
+    reply: ReplyLock,
+) {
+    fs.inner
+        .serve_on(req, Op::Lock, ino, reply, move |inner, done, _, _| {
+            let result = inner
+                .locks
+                .description(inner, ino.0, owner.0)
+                .and_then(|fd| {
+                    let mut lock = flock(start, end, typ);
+                    fcntl_lock(&fd, libc::F_OFD_GETLK, &mut lock)?;
+                    Ok(lock)
+                });
+            done.respond(inner, result, |r, lock| {
+                let start = lock.l_start as u64;
+                let end = if lock.l_len == 0 {
+                    TO_END
+                } else {
+                    start + lock.l_len as u64 - 1
+                };
+                // An OFD lock has no process (l_pid -1); nor has an NFS one here.
+                r.locked(start, end, i32::from(lock.l_type), 0);
+            })
+        });
+}
+
+#[allow(clippy::too_many_arguments)] // the request's fields, as fuser passes them
+pub(super) fn setlk(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    fh: FileHandle,
+    owner: LockOwner,
+    start: u64,
+    end: u64,
+    typ: i32,
+    sleep: bool,
+    reply: ReplyEmpty,
+) {
+    let caller = req.pid();
+    fs.inner
+        .serve_on(req, Op::Lock, ino, reply, move |inner, done, _, _| {
+            let fd = match inner.locks.description(inner, ino.0, owner.0) {
+                Ok(fd) => fd,
+                Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
+            };
+            let try_lock = {
+                let inner = Arc::clone(inner);
+                move || {
+                    let mut lock = flock(start, end, typ);
+                    fcntl_lock(&fd, libc::F_OFD_SETLK, &mut lock)?;
+                    if typ != libc::F_UNLCK {
+                        inner.revalidate(ino.0, fh);
+                    }
+                    Ok(())
+                }
+            };
+            match try_lock() {
+                Err(Errno::EAGAIN | Errno::EACCES) if sleep => {
+                    // F_SETLKW: wait on a thread of its own, never on a worker.
+                    let inner = Arc::clone(inner);
+                    std::thread::spawn(move || {
+                        let result = loop {
+                            std::thread::sleep(RETRY);
+                            if inner.scheduler.is_shut_down()
+                                || crate::scheduler::killed_or_gone(caller)
+                            {
+                                break Err(Errno::EINTR);
+                            }
+                            match try_lock() {
+                                Err(Errno::EAGAIN | Errno::EACCES) => continue,
+                                other => break other,
+                            }
+                        };
+                        done.respond(&inner, result, |r, ()| r.ok());
+                    });
+                }
+                result => done.respond(inner, result, |r, ()| r.ok()),
+            }
+        });
+}

@@ -309,3 +309,84 @@ fn a_soft_mount_fails_at_its_major_timeout() {
     assert_eq!(errno, None, "released, then served");
     assert!(took >= Duration::from_secs(6));
 }
+
+/// Names in the backing directory starting with `.nfs`.
+fn silly_names(m: &SlowMount) -> Vec<String> {
+    std::fs::read_dir(m.backing_path(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".nfs"))
+        .collect()
+}
+
+/// Waits (at most 2 s) for the silly names to go: the kernel sends RELEASE
+/// after close(2) has returned, as the NFS client's silly delete is async.
+fn silly_names_go(m: &SlowMount) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while !silly_names(m).is_empty() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+#[test]
+fn unlinking_an_open_file_leaves_a_silly_name_until_the_last_close() {
+    let m = client("nfs", None, &[]);
+    std::fs::write(m.path("f"), "still here").unwrap();
+    std::fs::write(m.path("g"), "new").unwrap();
+    let held = std::fs::File::open(m.path("f")).unwrap();
+    std::fs::remove_file(m.path("f")).unwrap();
+    assert!(!m.path("f").exists());
+    let silly = silly_names(&m);
+    assert_eq!(silly.len(), 1, "{silly:?}");
+    assert!(
+        silly[0].len() == 4 + 24,
+        "Linux's .nfs + 24 hex digits: {silly:?}"
+    );
+    let mut buf = [0u8; 32];
+    let n = held.read_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf[..n], b"still here");
+    drop(held);
+    assert!(silly_names_go(&m), "the last close removes it");
+    // A rename over an open file keeps it too.
+    let held = std::fs::File::open(m.path("g")).unwrap();
+    std::fs::write(m.path("tmp"), "newer").unwrap();
+    std::fs::rename(m.path("tmp"), m.path("g")).unwrap();
+    assert_eq!(silly_names(&m).len(), 1);
+    drop(held);
+    assert!(silly_names_go(&m));
+    assert_eq!(std::fs::read_to_string(m.path("g")).unwrap(), "newer");
+    // Negative control: every-call mode unlinks at once, as a local fs does.
+    let m = client("every-call", None, &[]);
+    std::fs::write(m.path("f"), "x").unwrap();
+    let _held = std::fs::File::open(m.path("f")).unwrap();
+    std::fs::remove_file(m.path("f")).unwrap();
+    assert!(silly_names(&m).is_empty());
+}
+
+/// Client B has a 1 MiB file open (one page read), client A removes it:
+/// B's read of an uncached page.
+fn read_after_other_client_removed(policy: &str) -> std::io::Result<usize> {
+    let a = client(policy, None, &[]);
+    std::fs::write(a.path("f"), vec![7u8; 1 << 20]).unwrap();
+    let b = client(policy, Some(&a.backing_path("")), &[]);
+    let held = std::fs::File::open(b.path("f")).unwrap();
+    let mut buf = vec![0u8; 4096];
+    held.read_at(&mut buf, 0).unwrap();
+    std::fs::remove_file(a.path("f")).unwrap();
+    let again = held.read_at(&mut buf, 0);
+    assert!(again.is_ok(), "a cached page is served: {again:?}");
+    held.read_at(&mut buf, 900 << 10)
+}
+
+#[test]
+fn a_file_another_client_removed_gives_estale_on_an_open_handle() {
+    // rsize=4096: read-ahead of 60 KiB, so the page at 900 KiB is not cached.
+    let err = read_after_other_client_removed("nfs:rsize=4096").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ESTALE), "{err}");
+    // Negative control: a local filesystem (every-call) keeps serving it.
+    assert_eq!(read_after_other_client_removed("every-call").unwrap(), 4096);
+}

@@ -271,6 +271,12 @@ pub(super) fn rename(
                 let to = inner.inodes.get(newparent)?;
                 let (cname, cnew) = (sys::component(&name)?, sys::component(&newname)?);
                 let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
+                let same_file = inner.inodes.at(parent.0, &name).is_some()
+                    && inner.inodes.at(parent.0, &name) == inner.inodes.at(newparent.0, &newname);
+                if !exchange && !same_file && !flags.contains(RenameFlags::RENAME_NOREPLACE) {
+                    // An open file renamed over stays reachable under a silly name.
+                    inner.silly_rename(newparent.0, &to, &newname)?;
+                }
                 // A file renamed over loses the name it is reopened by: keep its fd.
                 let displaced = (!exchange)
                     .then(|| inner.inodes.at(newparent.0, &newname))
@@ -368,6 +374,9 @@ impl SlowFs {
             move |inner, done, _, _| {
                 let result = inner.inodes.get(parent).and_then(|dir| {
                     let cname = sys::component(&name)?;
+                    if op == Op::Unlink && inner.silly_rename(parent.0, &dir, &name)? {
+                        return Ok(());
+                    }
                     // The inode loses the name it is reopened by: keep its fd.
                     let victim = inner.inodes.at(parent.0, &name).map(INodeNo);
                     let victim = victim.and_then(|ino| inner.inodes.get(ino).ok());

@@ -55,6 +55,7 @@ pub(super) fn open(fs: &SlowFs, req: &Request, ino: INodeNo, flags: OpenFlags, r
                 .flatten();
             let direct_io = fopen.contains(FopenFlags::FOPEN_DIRECT_IO);
             let fh = inner.handles.insert(fd, backing.clone(), direct_io);
+            inner.file_opened(ino.0);
             match backing {
                 Some(id) => {
                     let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
@@ -84,6 +85,7 @@ pub(super) fn read(
         reply,
         move |inner, done, effects, _| {
             let result = inner.handles.get(fh).and_then(|h| {
+                inner.check_not_stale(h.raw())?;
                 let len = h.shortened(size as usize, effects.short_to);
                 lies::read(&effects, inner, ino.0, offset, || {
                     sys::pread(h.raw(), len, offset)
@@ -125,6 +127,7 @@ pub(super) fn write(
         move |inner, done, effects, data| {
             let mut dropped = false;
             let result = inner.handles.get(fh).and_then(|h| {
+                inner.check_not_stale(h.raw())?;
                 let data = &data[..h.shortened(data.len(), effects.short_to)];
                 lies::write(&effects, data.len(), || {
                     if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
@@ -253,6 +256,7 @@ pub(super) fn create(
                 .flatten();
             let direct_io = fopen.contains(FopenFlags::FOPEN_DIRECT_IO);
             let fh = inner.handles.insert(fd, backing.clone(), direct_io);
+            inner.file_opened(attr.ino.0);
             if backing.is_some() {
                 let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
                 inner.created_passthrough(fh.0, attr.ino.0, write);
@@ -413,6 +417,9 @@ impl SlowFs {
             .serve_on(req, op, ino, reply, move |inner, done, _, _| {
                 inner.handles.remove(fh);
                 inner.released(fh.0);
+                if op == Op::Release {
+                    inner.file_closed(ino.0);
+                }
                 done.record(inner, RequestOutcome::default()).ok();
             });
     }
@@ -430,6 +437,7 @@ impl SlowFs {
         self.inner
             .serve_on(req, op, ino, reply, move |inner, done, effects, _| {
                 let result = inner.handles.get(fh).and_then(|h| {
+                    inner.check_not_stale(h.raw())?;
                     lies::sync(&effects, inner, ino.0, fh.0, &h, || {
                         sys::sync(h.raw(), datasync)?;
                         inner.changed(Change::Synced {

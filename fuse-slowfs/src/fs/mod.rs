@@ -14,6 +14,7 @@ mod handles;
 mod inodes;
 mod lies;
 mod locks;
+mod open_files;
 mod passthrough;
 mod recorder;
 mod sys;
@@ -43,6 +44,8 @@ pub struct Inner {
     handles: Handles,
     /// fcntl locks, under `--cache nfs:lock`.
     locks: locks::Locks,
+    /// Open files and silly renames, under `--cache nfs`.
+    open_files: open_files::OpenFiles,
     /// The live fault rules.
     pub plan: Arc<FaultPlan>,
     /// Counters.
@@ -245,6 +248,7 @@ impl SlowFs {
                 inodes,
                 handles: Handles::default(),
                 locks: Default::default(),
+                open_files: Default::default(),
                 plan,
                 stats: Stats::default(),
                 scheduler: new_scheduler(mode)?,

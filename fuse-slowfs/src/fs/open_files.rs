@@ -1,0 +1,153 @@
+//! Under `--cache nfs`: what the NFS client does about files that are open
+//! while their name goes away.
+//!
+//! - **Silly rename.** An NFS server keeps no open state (v3), so the client
+//!   that unlinks a file it still has open renames it to `.nfsXXXX` in the
+//!   same directory instead, and removes that name at the last close; a
+//!   rename over an open file does the same to the file renamed over
+//!   (Linux `nfs_sillyrename`; nfs(5) does not say it, the NFS FAQ does, and
+//!   RFC 1813 section 4.4 explains why: "a file that is open and then
+//!   removed ... will be inaccessible"). Here: the daemon renames the backing
+//!   file and unlinks it when the mount's last handle of it closes.
+//! - **ESTALE.** A file another client removed (or replaced by a rename) is
+//!   gone on the server, and a request on a handle of it fails with ESTALE
+//!   (RFC 1813, NFS3ERR_STALE). Here: a handle whose backing file has no
+//!   name left (`st_nlink` 0) answers ESTALE. Pages the kernel has cached
+//!   are still served, as the NFS client serves them.
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+use fuser::{Errno, INodeNo};
+
+use super::sys::{self, SysResult};
+use super::Inner;
+
+/// Handles open per inode, and the silly names of those unlinked while open.
+#[derive(Debug, Default)]
+pub(super) struct OpenFiles {
+    state: Mutex<State>,
+    /// The `XXXX` counter of silly names.
+    counter: AtomicU32,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    open: HashMap<u64, usize>,
+    /// Inode -> (directory inode, silly name).
+    silly: HashMap<u64, (u64, OsString)>,
+}
+
+impl OpenFiles {
+    pub(super) fn opened(&self, ino: u64) {
+        *self.state.lock().unwrap().open.entry(ino).or_default() += 1;
+    }
+
+    /// A handle of `ino` closed: the silly name to remove if it was the last.
+    fn closed(&self, ino: u64) -> Option<(u64, OsString)> {
+        let mut state = self.state.lock().unwrap();
+        let count = state.open.get_mut(&ino)?;
+        *count -= 1;
+        if *count > 0 {
+            return None;
+        }
+        state.open.remove(&ino);
+        state.silly.remove(&ino)
+    }
+
+    fn is_open(&self, ino: u64) -> bool {
+        self.state.lock().unwrap().open.contains_key(&ino)
+    }
+}
+
+impl Inner {
+    /// Whether this mount does the NFS client's silly rename (not while a
+    /// log or crash model records the tree: they see names as the caller made
+    /// them).
+    fn silly_renames(&self) -> bool {
+        self.nfs.is_some() && self.recorder.is_none() && self.crash.is_none()
+    }
+
+    /// A handle of `ino` was opened (counted only where silly renames happen).
+    pub(super) fn file_opened(&self, ino: u64) {
+        if self.silly_renames() {
+            self.open_files.opened(ino);
+        }
+    }
+
+    /// A handle of `ino` closed: at the last one, its silly name goes.
+    pub(super) fn file_closed(&self, ino: u64) {
+        if !self.silly_renames() {
+            return;
+        }
+        if let Some((parent, name)) = self.open_files.closed(ino) {
+            let removed = (|| {
+                let dir = self.inodes.get(INodeNo(parent))?;
+                if let Some(node) = self.inodes.at(parent, &name) {
+                    self.inodes.pin(&self.inodes.get(INodeNo(node))?);
+                }
+                sys::unlink_at(dir.raw(), &sys::component(&name)?, 0)
+            })();
+            if let Err(errno) = removed {
+                tracing::warn!("cannot remove silly-renamed {name:?}: {errno:?}");
+            }
+        }
+    }
+
+    /// Before `parent/name` is unlinked or renamed over: if this client has
+    /// the file open, it is renamed to a `.nfsXXXX` name instead and `true`
+    /// returned (the unlink is done; a rename can go ahead).
+    pub(super) fn silly_rename(
+        &self,
+        parent: u64,
+        dir: &super::inodes::Node,
+        name: &OsStr,
+    ) -> SysResult<bool> {
+        if !self.silly_renames() {
+            return Ok(false);
+        }
+        let Some(ino) = self.inodes.at(parent, name) else {
+            return Ok(false);
+        };
+        if !self.open_files.is_open(ino) {
+            return Ok(false);
+        }
+        let cname = sys::component(name)?;
+        let fileid = sys::stat_at(dir.raw(), &cname, libc::AT_SYMLINK_NOFOLLOW)?.st_ino;
+        let silly = loop {
+            // Linux's form: ".nfs" + 16 hex digits of the file id + 8 of a counter.
+            let n = self.open_files.counter.fetch_add(1, Ordering::Relaxed);
+            let silly = OsString::from(format!(".nfs{fileid:016x}{n:08x}"));
+            match sys::rename_at(
+                dir.raw(),
+                &cname,
+                dir.raw(),
+                &sys::component(&silly)?,
+                libc::RENAME_NOREPLACE,
+            ) {
+                Err(Errno::EEXIST) => continue,
+                other => break other.map(|()| silly)?,
+            }
+        };
+        self.inodes
+            .renamed((parent, &name.to_os_string()), (parent, &silly), false);
+        self.open_files
+            .state
+            .lock()
+            .unwrap()
+            .silly
+            .insert(ino, (parent, silly));
+        Ok(true)
+    }
+
+    /// Under `--cache nfs`, ESTALE for a handle whose file has no name left
+    /// (another client removed it: this one's own unlinks are silly renames).
+    pub(super) fn check_not_stale(&self, fd: std::os::fd::RawFd) -> SysResult<()> {
+        if self.silly_renames() && sys::stat_fd(fd)?.st_nlink == 0 {
+            return Err(Errno::ESTALE);
+        }
+        Ok(())
+    }
+}

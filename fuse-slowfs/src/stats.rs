@@ -47,6 +47,8 @@ pub struct Stats {
     started: Instant,
     ops: Vec<OpStats>,
     watch: CallerWatch,
+    /// write(2)s gathered by the NFS client model (`--cache nfs`), and bytes.
+    gathered: (AtomicU64, AtomicU64),
 }
 
 impl Default for Stats {
@@ -55,6 +57,7 @@ impl Default for Stats {
             started: Instant::now(),
             ops: Op::ALL.iter().map(|_| OpStats::default()).collect(),
             watch: CallerWatch::default(),
+            gathered: Default::default(),
         }
     }
 }
@@ -133,6 +136,13 @@ impl Stats {
         }
     }
 
+    /// Records one write(2) of `bytes` gathered into a later WRITE (the
+    /// request reached the daemon, but is no RPC: see `fs::write_behind`).
+    pub fn gathered(&self, bytes: u64) {
+        self.gathered.0.fetch_add(1, Ordering::Relaxed);
+        self.gathered.1.fetch_add(bytes, Ordering::Relaxed);
+    }
+
     /// Records one finished request.
     pub fn record(&self, op: Op, latency: Duration, outcome: RequestOutcome, faulted: bool) {
         let stats = &self.ops[op as usize];
@@ -194,6 +204,8 @@ impl Stats {
             parked: 0,
             hung: 0,
             panics: crate::fs::contain::caught(),
+            gathered_writes: self.gathered.0.load(Ordering::Relaxed),
+            gathered_bytes: self.gathered.1.load(Ordering::Relaxed),
         }
     }
 }
@@ -217,6 +229,13 @@ pub struct StatsReport {
     /// Nonzero is a slowfs bug.
     #[serde(default)]
     pub panics: u64,
+    /// Under `--cache nfs`: write(2)s the client gathered into the `write`
+    /// requests (WRITE RPCs) above, and their bytes.
+    #[serde(default)]
+    pub gathered_writes: u64,
+    /// See `gathered_writes`.
+    #[serde(default)]
+    pub gathered_bytes: u64,
 }
 
 /// Counters of one operation.
@@ -297,6 +316,13 @@ impl StatsReport {
         }
         if self.ops.is_empty() {
             out.push_str("(no requests yet)\n");
+        }
+        if self.gathered_writes > 0 {
+            let _ = writeln!(
+                out,
+                "write(2)s gathered by the NFS client into the writes above: {} ({} bytes)",
+                self.gathered_writes, self.gathered_bytes
+            );
         }
         if self.parked > 0 {
             let _ = writeln!(out, "parked now: {} ({} hung)", self.parked, self.hung);

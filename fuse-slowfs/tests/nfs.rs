@@ -390,3 +390,92 @@ fn a_file_another_client_removed_gives_estale_on_an_open_handle() {
     // Negative control: a local filesystem (every-call) keeps serving it.
     assert_eq!(read_after_other_client_removed("every-call").unwrap(), 4096);
 }
+
+/// WRITE requests (and write(2)s gathered) for 4 MiB written 4 KiB at a
+/// time, then closed.
+fn writes_for_sequential_4k(policy: &str) -> (u64, u64) {
+    let m = client(policy, None, &["write delay=1ms"]);
+    let mut file = std::fs::File::create(m.path("f")).unwrap();
+    let before = m.stats().count("write");
+    let block = vec![9u8; 4096];
+    for _ in 0..1024 {
+        std::io::Write::write_all(&mut file, &block).unwrap();
+    }
+    drop(file);
+    let stats = m.stats();
+    let writes = stats.count("write") - before;
+    println!(
+        "{policy}: {writes} WRITE requests for 1024 writes of 4 KiB ({} gathered)",
+        stats.gathered_writes
+    );
+    let back = std::fs::read(m.backing_path("f")).unwrap();
+    assert_eq!(back.len(), 4 << 20, "every byte reached the backing file");
+    assert!(back.iter().all(|b| *b == 9));
+    (writes, stats.gathered_writes)
+}
+
+#[test]
+fn writes_are_gathered_into_wsize_requests_sent_at_close() {
+    // The NFS client sends 4 WRITEs of 1 MiB; within 2x of that.
+    let (writes, gathered) = writes_for_sequential_4k("nfs");
+    assert!((1..=8).contains(&writes), "{writes} WRITEs");
+    assert_eq!(gathered, 1024);
+    let (writes, _) = writes_for_sequential_4k("nfs:wsize=65536");
+    assert!(
+        (64..=128).contains(&writes),
+        "{writes} WRITEs at wsize=64KiB"
+    );
+    // Negative control: every call pays.
+    let (writes, gathered) = writes_for_sequential_4k("every-call");
+    assert_eq!((writes, gathered), (1024, 0));
+}
+
+#[test]
+fn a_failed_write_is_reported_at_close_as_on_nfs() {
+    let m = client("nfs", None, &["write error=ENOSPC"]);
+    let mut file = std::fs::File::create(m.path("f")).unwrap();
+    std::io::Write::write_all(&mut file, &[1u8; 8192]).expect("write(2) succeeds: gathered");
+    // close(2): std's File ignores its result, so call it by hand.
+    use std::os::fd::IntoRawFd;
+    // SAFETY: the fd is ours, closed once.
+    let rc = unsafe { libc::close(file.into_raw_fd()) };
+    let errno = std::io::Error::last_os_error().raw_os_error();
+    assert_eq!(
+        (rc, errno),
+        (-1, Some(libc::ENOSPC)),
+        "close reports the WRITE's error"
+    );
+    // Negative control: every-call fails the write(2) itself.
+    let m = client("every-call", None, &["write error=ENOSPC"]);
+    let mut file = std::fs::File::create(m.path("f")).unwrap();
+    let err = std::io::Write::write_all(&mut file, &[1u8; 8192]).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+}
+
+/// Client A writes `tmp` and renames it over `final`, closing it before the
+/// rename or not; what client B then reads from `final`.
+fn handoff_by_rename(close_first: bool) -> String {
+    let a = client("nfs", None, &[]);
+    let b = client("nfs", Some(&a.backing_path("")), &[]);
+    let mut tmp = std::fs::File::create(a.path("tmp")).unwrap();
+    std::io::Write::write_all(&mut tmp, b"the whole document").unwrap();
+    let tmp = if close_first {
+        drop(tmp);
+        None
+    } else {
+        Some(tmp)
+    };
+    std::fs::rename(a.path("tmp"), a.path("final")).unwrap();
+    let seen = std::fs::read_to_string(b.path("final")).unwrap();
+    drop(tmp);
+    println!("close before rename: {close_first}; B read {seen:?}");
+    seen
+}
+
+#[test]
+fn a_handoff_by_rename_is_safe_after_close_and_not_before() {
+    assert_eq!(handoff_by_rename(true), "the whole document");
+    // Negative control: renamed into place before close, the data is still
+    // in A's cache; B finds the file empty.
+    assert_eq!(handoff_by_rename(false), "");
+}

@@ -9,7 +9,7 @@ use slowfs_faults::Op;
 
 use super::changes::Change;
 use super::sys::{self, Caller, SysResult, Target};
-use super::{attr, Ask, Inner, SlowFs};
+use super::{attr, Ask, Carry, Inner, SlowFs};
 
 pub(super) fn getattr(
     fs: &SlowFs,
@@ -45,7 +45,7 @@ pub(super) fn setattr(
     let path = inner.path_of(ino.0);
     let caller = Caller::of(req);
     inner.serve(
-        Ask::new(req, Op::Setattr, &path),
+        Ask::new(req, Op::Setattr, &path).carrying(Carry::Gathered(ino.0)),
         &[],
         reply,
         move |inner, done, _, _| {

@@ -14,7 +14,7 @@ use slowfs_faults::Op;
 use super::changes::Change;
 use super::filesystem::GENERATION;
 use super::sys::{self, Caller};
-use super::{lies, Ask, Inner, SlowFs};
+use super::{lies, Ask, Carry, Inner, SlowFs};
 use crate::stats::RequestOutcome;
 
 pub(super) fn open(fs: &SlowFs, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -80,7 +80,9 @@ pub(super) fn read(
     let inner = &fs.inner;
     let path = inner.path_of(ino.0);
     inner.serve(
-        Ask::new(req, Op::Read, &path).moving(size as u64),
+        Ask::new(req, Op::Read, &path)
+            .moving(size as u64)
+            .carrying(Carry::Gathered(ino.0)),
         &[],
         reply,
         move |inner, done, effects, _| {
@@ -118,6 +120,11 @@ pub(super) fn write(
     let path = inner.path_of(ino.0);
     let len = data.len() as u64;
     let caller = Caller::of(req);
+    let gathered =
+        !write_flags.intersects(WriteFlags::FUSE_WRITE_CACHE | WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+    if let Some(wsize) = inner.write_behind_size().filter(|_| gathered) {
+        return gather(fs, req, ino, fh, offset, data, wsize, reply);
+    }
     inner.serve(
         Ask::new(req, Op::Write, &path)
             .moving(len)
@@ -159,6 +166,47 @@ pub(super) fn write(
     );
 }
 
+/// A write(2) under `--cache nfs`: gathered and answered at once; the data
+/// gathered before it goes out as a WRITE first if this does not fit.
+#[allow(clippy::too_many_arguments)] // the request's fields, as fuser passes them
+fn gather(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    fh: FileHandle,
+    offset: u64,
+    data: &[u8],
+    wsize: usize,
+    reply: ReplyWrite,
+) {
+    let inner = &fs.inner;
+    let handle = match inner.handles.get(fh) {
+        Ok(h) => h,
+        Err(errno) => return reply.error(errno),
+    };
+    if let Err(errno) = inner.check_not_stale(handle.raw()) {
+        return reply.error(errno);
+    }
+    let len = data.len() as u32;
+    let Some(previous) = inner
+        .write_behind
+        .gather(ino.0, &handle, offset, data, wsize)
+    else {
+        inner.stats.gathered(len.into());
+        return reply.written(len);
+    };
+    let path = inner.path_for(Op::Write, ino.0);
+    inner.serve(
+        Ask::new(req, Op::Write, &path).carrying(Carry::Overflow(ino.0, previous)),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            inner.stats.gathered(len.into());
+            done.reply.written(len);
+        },
+    );
+}
+
 pub(super) fn flush(
     fs: &SlowFs,
     req: &Request,
@@ -172,7 +220,11 @@ pub(super) fn flush(
     fs.inner.locks.closed(ino.0, owner.0);
     fs.inner
         .serve_on(req, Op::Flush, ino, reply, move |inner, done, _, _| {
-            let result = inner.handles.get(fh).and_then(|h| sys::flush(h.raw()));
+            let result = inner
+                .write_behind
+                .take_error(ino.0)
+                .and_then(|()| inner.handles.get(fh))
+                .and_then(|h| sys::flush(h.raw()));
             done.respond(inner, result, |r, ()| {
                 r.ok();
             })
@@ -292,7 +344,9 @@ pub(super) fn fallocate(
     let path = inner.path_of(ino.0);
     let caller = Caller::of(req);
     inner.serve(
-        Ask::new(req, Op::Fallocate, &path).moving(length),
+        Ask::new(req, Op::Fallocate, &path)
+            .moving(length)
+            .carrying(Carry::Gathered(ino.0)),
         &[],
         reply,
         move |inner, done, _, _| {
@@ -358,7 +412,9 @@ pub(super) fn copy_file_range(
     let inner = &fs.inner;
     let path = inner.path_of(ino_in.0);
     inner.serve(
-        Ask::new(req, Op::CopyFileRange, &path).moving(len),
+        Ask::new(req, Op::CopyFileRange, &path)
+            .moving(len)
+            .carrying(Carry::Gathered(ino_in.0)),
         &[],
         reply,
         move |inner, done, effects, _| {
@@ -438,6 +494,7 @@ impl SlowFs {
             .serve_on(req, op, ino, reply, move |inner, done, effects, _| {
                 let result = inner.handles.get(fh).and_then(|h| {
                     inner.check_not_stale(h.raw())?;
+                    inner.write_behind.take_error(ino.0)?;
                     lies::sync(&effects, inner, ino.0, fh.0, &h, || {
                         sys::sync(h.raw(), datasync)?;
                         inner.changed(Change::Synced {

@@ -85,6 +85,7 @@ impl Filesystem for SlowFs {
 
     fn destroy(&mut self) {
         self.inner.scheduler.shutdown();
+        self.inner.send_all_gathered();
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {

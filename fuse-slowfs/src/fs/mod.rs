@@ -18,6 +18,7 @@ mod open_files;
 mod passthrough;
 mod recorder;
 mod sys;
+mod write_behind;
 mod xattrs;
 
 use std::ffi::OsStr;
@@ -46,6 +47,8 @@ pub struct Inner {
     locks: locks::Locks,
     /// Open files and silly renames, under `--cache nfs`.
     open_files: open_files::OpenFiles,
+    /// Gathered writes, under `--cache nfs`.
+    write_behind: write_behind::WriteBehind,
     /// The live fault rules.
     pub plan: Arc<FaultPlan>,
     /// Counters.
@@ -249,6 +252,7 @@ impl SlowFs {
                 handles: Handles::default(),
                 locks: Default::default(),
                 open_files: Default::default(),
+                write_behind: Default::default(),
                 plan,
                 stats: Stats::default(),
                 scheduler: new_scheduler(mode)?,
@@ -517,7 +521,8 @@ impl Inner {
         job: impl FnOnce(&Arc<Inner>, Done<R>, slowfs_faults::Effects, &[u8]) + Send + 'static,
     ) {
         let path = self.path_for(op, ino.0);
-        self.serve(Ask::new(req, op, &path), &[], reply, job)
+        let ask = Ask::new(req, op, &path).carrying(Carry::Gathered(ino.0));
+        self.serve(ask, &[], reply, job)
     }
 
     /// Serves one request: asks the plan, then runs `job` now or parks it. `data` is
@@ -530,15 +535,26 @@ impl Inner {
             path,
             bytes,
             write_back,
+            carry,
         }: Ask,
         data: &[u8],
         reply: R,
         job: impl FnOnce(&Arc<Inner>, Done<R>, slowfs_faults::Effects, &[u8]) + Send + 'static,
     ) {
         let arrived = Instant::now();
-        let mut verdict = self.plan.decide(op, path, bytes);
+        let own_decision = !matches!(carry, Carry::Overflow(..));
+        let mut verdict = if own_decision {
+            self.plan.decide(op, path, bytes)
+        } else {
+            slowfs_faults::Decision::default()
+        };
         if write_back {
             verdict = verdict.for_write_back();
+        }
+        let rpc = self.carried_write(carry);
+        if let Some(rpc) = &rpc {
+            verdict.delay += rpc.decision.delay;
+            verdict.hang = verdict.hang.or(rpc.decision.hang);
         }
         let done = Done {
             reply,
@@ -560,6 +576,10 @@ impl Inner {
             if panic_here {
                 panic!("SLOWFS_TEST_PANIC_PATH: a forced panic in a {op:?} request");
             }
+            if let Some(rpc) = rpc {
+                inner.send_carried(rpc, fate, arrived);
+            }
+            let fate = if own_decision { fate } else { Fate::Run };
             match (fate, error) {
                 (Fate::Interrupted, _) => {
                     done.respond(inner, Err::<(), _>(Errno::EINTR), |_, ()| {})
@@ -600,6 +620,21 @@ pub(crate) struct Ask<'a> {
     bytes: u64,
     /// The kernel's own write-back of cached pages, not a caller's write.
     write_back: bool,
+    /// Under `--cache nfs`: gathered writes this request sends first.
+    carry: Carry,
+}
+
+/// Gathered writes a request sends as a WRITE before it runs (see
+/// [`write_behind`]).
+enum Carry {
+    /// None.
+    Nothing,
+    /// Whatever inode `ino` has gathered, taken when the request arrives.
+    Gathered(u64),
+    /// This, of inode `ino`, taken by a write(2) that did not fit: the WRITE
+    /// is all the rules see of that request, and its caller is answered that
+    /// its data was taken (an error comes back at close or fsync).
+    Overflow(u64, write_behind::Pending),
 }
 
 impl<'a> Ask<'a> {
@@ -611,7 +646,13 @@ impl<'a> Ask<'a> {
             path,
             bytes: 0,
             write_back: false,
+            carry: Carry::Nothing,
         }
+    }
+
+    /// The same request, sending `carry` first.
+    fn carrying(self, carry: Carry) -> Ask<'a> {
+        Ask { carry, ..self }
     }
 
     /// The same request, moving `bytes`.

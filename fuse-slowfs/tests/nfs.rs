@@ -479,3 +479,44 @@ fn a_handoff_by_rename_is_safe_after_close_and_not_before() {
     // in A's cache; B finds the file empty.
     assert_eq!(handoff_by_rename(false), "");
 }
+
+/// examples/nfs/sqlite_two_clients.py on two clients: its JSON verdict.
+fn sqlite_two_clients(policy: &str) -> serde_json::Value {
+    let a = client(policy, None, &[]);
+    let b = client(policy, Some(&a.backing_path("")), &[]);
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/nfs/sqlite_two_clients.py"
+    );
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .arg(a.path("db"))
+        .arg(b.path("db"))
+        .arg("100")
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{policy}: {stdout}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap()
+}
+
+#[test]
+fn sqlite_on_two_clients_is_safe_with_lock_and_breaks_with_nolock() {
+    let locked = sqlite_two_clients("nfs");
+    assert_eq!(locked["got"], 200, "{locked}");
+    assert_eq!(locked["integrity"], "ok");
+    assert_eq!(locked["error_count"], 0);
+    // Negative control: nolock loses updates or corrupts the database.
+    let unlocked = sqlite_two_clients("nfs:nolock");
+    let broken =
+        unlocked["got"] != 200 || unlocked["integrity"] != "ok" || unlocked["error_count"] != 0;
+    assert!(
+        broken,
+        "nolock must break SQLite on two clients: {unlocked}"
+    );
+}

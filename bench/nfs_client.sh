@@ -4,7 +4,8 @@
 # side by side in one run. For each workload: wall time and the requests
 # (RPCs) that reached the daemon, by kind. Workloads: a 4 MiB file read in
 # 4 KiB reads, a 4 MiB write then close, 1,000 stats of a hot file, tar of a
-# 500-file tree, and a local git clone. Prints a Markdown table.
+# 500-file tree, a local git clone, git status, and SQLite (100 committed
+# inserts). Prints a Markdown table.
 # ONLY=REGEX runs the matching workloads. Needs root (read-ahead window).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,8 +34,17 @@ declare -A workloads=(
   [stat-hot-x1000]='python3 -c "import os,sys; [os.stat(sys.argv[1]) for _ in range(1000)]" "$M/hot"'
   [tar-500-files]='tar -cf /dev/null -C "$M" tree'
   [git-clone-local]='git clone -q --no-hardlinks "$M/repo" "$M/clone"; rm -rf "$M/clone"'
+  [git-status]='git -C "$M/repo" status --short >/dev/null; git -C "$M/repo" status --short >/dev/null'
+  [sqlite-100-commits]='python3 -c "
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute(\"create table t (x)\")
+for i in range(100):
+    db.execute(\"insert into t values (?)\", (i,))
+    db.commit()
+" "$M/s.db"; rm -f "$M/s.db"'
 )
-order=(read-4MiB-in-4KiB write-4MiB-close stat-hot-x1000 tar-500-files git-clone-local)
+order=(read-4MiB-in-4KiB write-4MiB-close stat-hot-x1000 tar-500-files git-clone-local git-status sqlite-100-commits)
 
 # run NAME MODE: prints "seconds requests-summary"
 run() {
@@ -56,7 +66,7 @@ run() {
 import json, sys
 ops = {o["op"]: o["count"] for o in json.load(open(sys.argv[1]))["ops"]}
 total = sum(ops.values())
-keys = ["read", "write", "getattr", "lookup", "open", "flush"]
+keys = ["read", "write", "getattr", "lookup", "open", "flush", "fsync", "fdatasync", "lock"]
 print(f"{total} (" + ", ".join(f"{k} {ops[k]}" for k in keys if ops.get(k)) + ")")
 EOF
 }

@@ -109,7 +109,9 @@ fn every_shell_block_in_the_docs_runs_as_written() {
                     std::fs::write(dir.path().join("my_driver.py"), minimal_driver()).unwrap()
                 }
                 // A file of this repository the doc tells the reader to copy.
-                Some(file @ "scripts/ci/conformance.sh") => {
+                Some(
+                    file @ ("scripts/ci/conformance.sh" | "examples/nfs/sqlite_two_clients.py"),
+                ) => {
                     let to = dir.path().join(file);
                     std::fs::create_dir_all(to.parent().unwrap()).unwrap();
                     std::fs::copy(repo().join(file), to).unwrap();

@@ -33,11 +33,11 @@ pub const PROFILES: &[Profile] = &[
         summary: "NFS over a datacentre LAN: ms-scale metadata and data latency with a heavy tail",
         source: "one NFSv3/v4 RPC round trip on a LAN is 0.3-1 ms (RFC 1813/7530 ops map one \
                  request to one RPC); stable writes and COMMIT (fsync) wait for the server's \
-                 disk, a few ms; server and network queueing give a log-normal tail with rare \
+                 disk, a few ms; an NLM or NFSv4 lock is one round trip; server and network queueing give a log-normal tail with rare \
                  100+ ms stalls, as in published NFS latency studies (e.g. Ellard et al., \
                  FAST '03 traces)",
         rules: &[
-            "lookup,getattr,access,open,opendir,readdir,statfs delay=lognormal(800us,0.6) spike=0.002:100ms",
+            "lookup,getattr,access,open,opendir,readdir,statfs,lock delay=lognormal(800us,0.6) spike=0.002:100ms",
             "read,write delay=lognormal(1500us,0.6) spike=0.002:150ms",
             "create,mknod,mkdir,rmdir,unlink,rename,link,symlink,setattr delay=lognormal(3ms,0.7) spike=0.005:200ms",
             "fsync,fdatasync,fsyncdir,flush delay=lognormal(5ms,0.8) spike=0.01:250ms",

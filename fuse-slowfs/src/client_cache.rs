@@ -5,11 +5,9 @@
 //!
 //! Under `nfs`, as nfs(5) describes the client:
 //! - reads go through the page cache with read-ahead (15 requests of `rsize`);
-//!   writes are sent in requests of at most `wsize`. Unlike the NFS client,
-//!   which buffers writes until close, fsync or memory pressure (write-behind),
-//!   each write(2) is sent when it is made: FUSE's write-back cache would give
-//!   the buffering, but under it the kernel ignores the size and times the
-//!   daemon reports, so another client's writes would never show;
+//!   writes are gathered and sent in requests of at most `wsize` at close,
+//!   fsync, a lock or a full request (`async`, the default; `sync` sends each
+//!   write(2) before it returns; see `fs::write_behind`);
 //! - attributes are cached for an adaptive time between `acregmin` and
 //!   `acregmax` (directories `acdirmin`..`acdirmax`): it starts at the minimum,
 //!   doubles each time a revalidation finds nothing changed and falls back to
@@ -80,6 +78,9 @@ pub struct NfsCache {
     pub retrans: u32,
     /// fcntl locks reach the server (`lock`) or stay in this client (`nolock`).
     pub lock: bool,
+    /// Writes are sent before write(2) returns (`sync`, and `noac`), not
+    /// gathered until close, fsync or a lock (`async`, the default).
+    pub sync: bool,
 }
 
 /// What the client does when the server stops answering (nfs(5) `hard`,
@@ -111,6 +112,7 @@ impl Default for NfsCache {
             timeo: Duration::from_secs(60),
             retrans: 2,
             lock: true,
+            sync: false,
         }
     }
 }
@@ -119,7 +121,7 @@ impl Default for NfsCache {
 const NFS_OPTIONS: &str = "ac, noac, actimeo=N, acregmin=N, acregmax=N, acdirmin=N, \
                            acdirmax=N (seconds), lookupcache=all|positive|none, \
                            rsize=BYTES, wsize=BYTES, cto, nocto, hard, soft, softerr, \
-                           timeo=DECISECONDS, retrans=N, lock, nolock";
+                           timeo=DECISECONDS, retrans=N, lock, nolock, sync, async";
 
 impl NfsCache {
     /// Applies one nfs(5) option.
@@ -147,8 +149,13 @@ impl NfsCache {
         match option.split_once('=') {
             None => match option {
                 "ac" => {}
-                // nfs(5): noac also makes writes synchronous, as they are here anyway.
-                "noac" => self.set_all_timeouts(Duration::ZERO),
+                // nfs(5): noac also makes writes synchronous.
+                "noac" => {
+                    self.set_all_timeouts(Duration::ZERO);
+                    self.sync = true;
+                }
+                "sync" => self.sync = true,
+                "async" => self.sync = false,
                 "cto" => self.cto = true,
                 "nocto" => self.cto = false,
                 "hard" => self.recovery = Recovery::Hard,
@@ -274,7 +281,7 @@ impl fmt::Display for CachePolicy {
             CachePolicy::EveryCall => write!(f, "every-call"),
             CachePolicy::Nfs(n) => write!(
                 f,
-                "nfs:acregmin={},acregmax={},acdirmin={},acdirmax={},lookupcache={},rsize={},wsize={},{},{},timeo={},retrans={},{}",
+                "nfs:acregmin={},acregmax={},acdirmin={},acdirmax={},lookupcache={},rsize={},wsize={},{},{},timeo={},retrans={},{},{}",
                 n.acregmin.as_secs(),
                 n.acregmax.as_secs(),
                 n.acdirmin.as_secs(),
@@ -295,6 +302,7 @@ impl fmt::Display for CachePolicy {
                 n.timeo.as_millis() / 100,
                 n.retrans,
                 if n.lock { "lock" } else { "nolock" },
+                if n.sync { "sync" } else { "async" },
             ),
         }
     }
@@ -445,6 +453,8 @@ mod tests {
         assert!(!n.cto);
         let n = nfs("nfs:noac");
         assert_eq!(n.acregmax, Duration::ZERO);
+        assert!(n.sync, "nfs(5): noac makes writes synchronous");
+        assert!(nfs("nfs:sync").sync && !nfs("nfs").sync);
         // Rounded down to whole pages, capped at 1 MiB.
         assert_eq!(nfs("nfs:rsize=10000,wsize=8MiB").rsize, 8192);
         assert_eq!(nfs("nfs:wsize=8MiB").wsize, 1 << 20);
@@ -491,7 +501,7 @@ mod tests {
     fn the_display_parses_back() {
         for text in [
             "nfs:acregmin=1,acdirmax=9,lookupcache=none,nocto",
-            "nfs:softerr,timeo=15,retrans=4,nolock",
+            "nfs:softerr,timeo=15,retrans=4,nolock,sync",
             "nfs:soft",
         ] {
             let policy: CachePolicy = text.parse().unwrap();

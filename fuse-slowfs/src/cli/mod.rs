@@ -476,7 +476,8 @@ struct FaultArgs {
     /// server leaves unanswered (`* hang`) fails with EIO (ETIMEDOUT) at the
     /// major timeout, where `hard` (the default) waits. `nolock`: fcntl locks
     /// stay in this client, where `lock` (the default) shares them with every
-    /// mount of the backing directory. See docs/nfs.md.
+    /// mount of the backing directory. `sync`: each write(2) is sent before
+    /// it returns. See docs/nfs.md.
     #[arg(long, value_name = "POLICY")]
     cache: Option<slowfs::CachePolicy>,
     /// Write every fault that fires to FILE (JSON lines: the operation, the

@@ -140,11 +140,11 @@ pub(super) struct CarriedWrite {
 
 impl Inner {
     /// Whether writes are gathered here, and into WRITEs of how many bytes:
-    /// under `--cache nfs`, unless a log or crash model must see each write
-    /// as the caller made it.
+    /// under `--cache nfs` (not `sync`), unless a log or crash model must see
+    /// each write as the caller made it.
     pub(super) fn write_behind_size(&self) -> Option<usize> {
         let (nfs, _) = self.nfs.as_ref()?;
-        (self.recorder.is_none() && self.crash.is_none()).then_some(nfs.wsize as usize)
+        (!nfs.sync && self.recorder.is_none() && self.crash.is_none()).then_some(nfs.wsize as usize)
     }
 
     /// What `carry` sends, taken now, with the rules' decision for it.

@@ -22,7 +22,8 @@
 #
 # Usage: [SLOWFS=path] [PASSTHROUGH_LL=path] [PASSTHROUGH_HP=path] [LAZYFS=path]
 #        [ROUNDS=3] [RUNTIME=4] [FILES=5000] [SQLITE_TX=1000] [DATE=YYYY-MM-DD]
-#        [SUFFIX=name] [DROP_CACHES=1] [BASE=/var/tmp] bench/peers.sh
+#        [SUFFIX=name] [DROP_CACHES=1] [BASE=/var/tmp] [TARGETS=REGEX] bench/peers.sh
+#   TARGETS         only the targets whose name matches (e.g. 'native|slowfs|slowfs-nfs')
 #   SLOWFS          the slowfs binary (default target/release/slowfs; this script
 #                   does not build it: cargo build --release -p slowfs)
 #   PASSTHROUGH_LL  libfuse's example/passthrough_ll, PASSTHROUGH_HP its
@@ -78,7 +79,8 @@ targets=("native|native|native"
          "slowfs|slowfs (default)|slowfs"
          "slowfs-never|slowfs --passthrough never|slowfs --passthrough never"
          "slowfs-nomatch|slowfs, 1 non-matching rule|slowfs --set 'read path=nomatch/** delay=1ms'"
-         "slowfs-noop|slowfs, matching no-op rule (daemon path)|slowfs --set 'read,write delay=1ms p=0'")
+         "slowfs-noop|slowfs, matching no-op rule (daemon path)|slowfs --set 'read,write delay=1ms p=0'"
+         "slowfs-nfs|slowfs --cache nfs (the NFS client's caching, no rule)|slowfs --cache nfs")
 left_out=()
 if [ -n "${PASSTHROUGH_LL:-}" ]; then
   targets+=("pll|passthrough_ll|pll" "pll-wb|passthrough_ll -o writeback|pll -o writeback")
@@ -89,6 +91,13 @@ if [ -n "${PASSTHROUGH_HP:-}" ]; then targets+=("php|passthrough_hp|php")
 else left_out+=("passthrough_hp: left out, PASSTHROUGH_HP is not set"); fi
 if [ -n "${LAZYFS:-}" ]; then targets+=("lazyfs|LazyFS|lazyfs")
 else left_out+=("LazyFS: left out, LAZYFS is not set"); fi
+if [ -n "${TARGETS:-}" ]; then
+  kept=()
+  for t in "${targets[@]}"; do
+    if [[ ${t%%|*} =~ ^($TARGETS)$ ]]; then kept+=("$t"); else left_out+=("${t%%|*}: left out, not in TARGETS"); fi
+  done
+  targets=("${kept[@]}")
+fi
 for l in "${left_out[@]}"; do echo "$l" >&2; done
 
 work=$(mktemp -d "${BASE:-/var/tmp}/slowfs-peers.XXXXXX")

@@ -261,6 +261,20 @@ impl Tree {
         }
     }
 
+    /// Applies one operation to the tree's shape only: names, directories,
+    /// symlinks and which nodes are files, but no file content (a write makes
+    /// its node a file and stores nothing). For passes over a log that look at
+    /// names, not data: a block device's image written near its end would
+    /// otherwise be held whole in memory (a 1 GiB image, 1 GiB).
+    pub fn apply_shape(&mut self, op: &LogOp) {
+        match op {
+            LogOp::Write { node, .. } | LogOp::SetLen { node, .. } => {
+                self.file_mut(*node);
+            }
+            op => self.apply(op),
+        }
+    }
+
     /// Applies one operation; operations on missing names or nodes do nothing
     /// (a kept op may refer to something a dropped op would have made).
     pub fn apply(&mut self, op: &LogOp) {

@@ -133,7 +133,7 @@ impl LogTree {
                 }
                 _ => {}
             }
-            tree.apply(op);
+            tree.apply_shape(op);
         }
         LogTree { logged_by }
     }

@@ -220,7 +220,7 @@ impl ModelFacts {
             metadata.push(is_metadata);
             allocating_from.push(allocation);
             replacing.push(replaced);
-            tree.apply(op);
+            tree.apply_shape(op);
         }
         ModelFacts {
             metadata,

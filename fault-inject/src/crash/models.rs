@@ -370,6 +370,27 @@ mod tests {
     use super::*;
     use crate::durability::{NodeKind, Tree};
 
+    #[test]
+    fn the_facts_hold_no_file_content_a_write_far_into_a_disk_image_costs_nothing() {
+        // A block device's image written 1 TiB in: replaying its data would
+        // allocate the whole terabyte (an abort), where the facts need names.
+        let mut tree = Tree::empty(1);
+        tree.nodes.insert(
+            1,
+            Node::Dir(std::collections::BTreeMap::from([("image".into(), 2)])),
+        );
+        tree.nodes.insert(2, Node::File(Vec::new()));
+        let mut log = Log::new(tree);
+        log.push(LogOp::Write {
+            node: 2,
+            offset: 1 << 40,
+            data: vec![7; 512],
+        });
+        log.push(LogOp::Fsync { node: 2 });
+        let facts = ModelFacts::new(&log);
+        assert_eq!(facts.metadata, [false, false]);
+    }
+
     /// The save pattern ALICE calls "replace via rename": write a temp file,
     /// rename it over the old one, no fsync.
     fn replace_via_rename() -> Log {

@@ -8,7 +8,8 @@
 # a violation can happen there, whether the kernel showed one, and the
 # verdict: "agree", "model can, not seen" (one timeline: not "never"), or
 # "MODEL SAYS NEVER" (the model is wrong: must be zero). Also states, states/s
-# and peak RSS of each --fs run. BUDGET (default 90s) per --fs run; ONLY=REGEX
+# and peak RSS of each --fs run; then, group by group, what each kernel
+# showed and whether the model predicted it. BUDGET (default 90s) per --fs run; ONLY=REGEX
 # runs the matching rows; SLOWFS=PATH runs that binary instead of building one
 # (a copy, so a rebuild during the run cannot change it). Needs root, loop
 # devices, xfsprogs, btrfs-progs.
@@ -25,45 +26,38 @@ venv=$PWD/.venv/bin/python3
 budget=${BUDGET:-90s}
 work=$(mktemp -d /var/tmp/slowfs-realfs-models.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+: >"$work/groups.md"
 
 echo "| workload | model groups (possible on xfs / ext4-ordered / btrfs) | real ext4 | real XFS | real btrfs |"
 echo "|---|---|---|---|---|"
 
-# verdict MODEL_CAN REAL_VIOLATIONS
-verdict() {
-  if (($2 > 0)) && (($1 == 0)); then echo "MODEL SAYS NEVER"
-  elif (($2 > 0)); then echo "agree"
-  elif (($1 > 0)); then echo "model can, not seen"
-  else echo "agree"; fi
-}
-
-# row NAME SETUP CHECK -- WORKLOAD...: SETUP runs in the fresh directory (the
-# model run's backing directory, the real filesystem's root) before recording.
+# row NAME SETUP CHECK [EXTRA...] -- WORKLOAD...: SETUP runs in the fresh
+# directory (the model run's backing directory, the real filesystem's root)
+# before recording; EXTRA are explore options for the model run (e.g.
+# --ignore: on a real filesystem every file is in the image).
+# Both runs report in JSON; bench/realfs_compare.py makes the cell and, for
+# each group the kernel showed, whether the model run had a group with the
+# same checker message and labelled it possible on that filesystem.
 row() {
-  local name=$1 setup=$2 check=$3; shift 4
+  local name=$1 setup=$2 check=$3; shift 3
+  local extra=()
+  while [[ $1 != -- ]]; do extra+=("$1"); shift; done
+  shift
   [[ -z ${ONLY:-} || $name =~ $ONLY ]] || return 0
-  local backing out groups xfs ext4 btrfs cells=()
+  local backing cells=()
   backing=$(mktemp -d "$work/backing.XXXX")
   (cd "$backing" && SLOWFS_MOUNT=$backing sh -c "$setup")
-  out=$("$slowfs" explore --partial-ok --log-dir "$work" -j 2 --time-budget 1m --max-states 100000 \
-    --backing "$backing" --check "$check" -- "$@" 2>/dev/null) || true
-  groups=$(grep -c '^group ' <<<"$out" || true)
-  xfs=$(grep -cE '^  can happen on: [^;]*xfs' <<<"$out" || true)
-  ext4=$(grep -cE '^  can happen on: [^;]*ext4-ordered' <<<"$out" || true)
-  btrfs=$(grep -cE '^  can happen on: [^;]*btrfs' <<<"$out" || true)
-  local -A can=([ext4]=$ext4 [xfs]=$xfs [btrfs]=$btrfs)
+  rm -f "$work/model.json" "$work"/real-*.json
+  "$slowfs" explore --json "$work/model.json" --partial-ok --log-dir "$work" -j 2 --time-budget 1m \
+    --max-states 100000 "${extra[@]}" --backing "$backing" --check "$check" -- "$@" >/dev/null 2>&1 || true
   for fs in ext4 xfs btrfs; do
-    local rss real states rate viol cov
-    rss=$work/rss
-    real=$(/usr/bin/time -f %M -o "$rss" "$slowfs" explore --fs "$fs" --fs-setup "$setup" --partial-ok \
-      --log-dir "$work" -j 2 --time-budget "$budget" --max-states 100000 --check "$check" -- "$@" 2>/dev/null) || true
-    states=$(sed -n 's/^states checked: \([0-9]*\) distinct.*/\1/p' <<<"$real")
-    rate=$(sed -n 's/^states checked: .*, \([0-9]*\)\/s$/\1/p' <<<"$real")
-    viol=$(sed -n 's/^violations: //p' <<<"$real")
-    cov=$(sed -n 's/^  high-yield states checked: \([0-9]* of [0-9]*\).*/\1/p' <<<"$real")
-    cells+=("$(verdict "${can[$fs]}" "${viol:-0}"): ${viol:-?} violations in ${states:-?} states (${rate:-?}/s, high-yield ${cov:-?}, $(($(tail -n 1 "$rss") / 1024)) MiB)")
+    /usr/bin/time -f %M -o "$work/rss" "$slowfs" explore --json "$work/real-$fs.json" --fs "$fs" \
+      --fs-setup "$setup" --partial-ok --log-dir "$work" -j 2 --time-budget "$budget" --max-states 100000 \
+      --check "$check" -- "$@" >/dev/null 2>&1 || true
+    cells+=("$(python3 bench/realfs_compare.py cell "$work/model.json" "$work/real-$fs.json" "$fs" "$(tail -n 1 "$work/rss")" \
+      "$name" "$work/groups.md")")
   done
-  printf '| %s | %s: %s / %s / %s | %s | %s | %s |\n' "$name" "$groups" "$xfs" "$ext4" "$btrfs" "${cells[@]}"
+  printf '| %s | %s | %s | %s | %s |\n' "$name" "$(python3 bench/realfs_compare.py model "$work/model.json")" "${cells[@]}"
 }
 
 cfg="printf '%6000s' '' | tr ' ' o > config.json"
@@ -79,3 +73,16 @@ for sync in OFF FULL; do
   row "SQLite rollback, $sync, 3x50" "true" "python3 $apps/sqlite_check.py" -- python3 "$apps/sqlite_save.py" rollback "$sync" 3 50
 done
 row "LevelDB (plyvel), 3 synced puts" "true" "$venv $apps/leveldb_check.py" -- "$venv" "$apps/leveldb_save.py"
+for sync in OFF FULL; do
+  row "SQLite WAL, $sync, 3x50" "true" "python3 $apps/sqlite_check.py" --ignore '*-shm' -- python3 "$apps/sqlite_save.py" wal "$sync" 3 50
+done
+for mode in plain writemap; do
+  row "LMDB (py-lmdb), 3 commits, $mode" "true" "$venv $apps/lmdb_check.py" -- "$venv" "$apps/lmdb_save.py" "--$mode"
+done
+row "GDBM, 5 synced keys" "true" "/usr/bin/python3 $apps/gdbm_check.py" -- /usr/bin/python3 "$apps/gdbm_save.py" 5
+row "Mercurial, 2 commits" "sh $apps/hg_setup.sh ." "sh $apps/hg_check.sh" -- sh "$apps/hg_commits.sh"
+
+echo
+echo "Each group a kernel showed, and whether the model predicted it:"
+echo
+cat "$work/groups.md"

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""bench/realfs_models.sh's judge: compares a model-side `slowfs explore
+--json` run with a real-filesystem one (`explore --fs FS --json`).
+
+    realfs_compare.py model MODEL.json
+        the model column: groups, then how many can happen on xfs /
+        ext4-ordered / btrfs
+    realfs_compare.py cell MODEL.json REAL.json FS RSS_KIB NAME GROUPS.md
+        a real filesystem's cell, and one line per group the kernel showed
+        appended to GROUPS.md, saying whether the model predicted it: a model
+        group with the same checker message labelled possible on FS
+        (predicted), the same message but labelled never on FS (MODEL SAYS
+        NEVER), or no such group in the model's run (not in the model's
+        timeline: the model run saw other states, so this is no verdict)
+"""
+import json
+import sys
+
+# The persistence model that stands for each real filesystem.
+MODEL_OF = {"ext4": "ext4-ordered", "xfs": "xfs", "btrfs": "btrfs"}
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def model_column(model):
+    if model is None:
+        return "? (the model run failed)"
+    groups = model.get("groups", [])
+    on = lambda name: sum(1 for g in groups if name in g.get("models", []))
+    return f"{len(groups)}: {on('xfs')} / {on('ext4-ordered')} / {on('btrfs')}"
+
+
+def cell(model, real, fs, rss_kib, name, groups_file):
+    if real is None:
+        return "? (the --fs run failed)"
+    want = MODEL_OF[fs]
+    model_groups = {g["message"]: g.get("models", []) for g in (model or {}).get("groups", [])}
+    model_can = any(want in models for models in model_groups.values())
+    violations = real.get("violations", 0)
+    never = []
+    with open(groups_file, "a") as out:
+        for g in real.get("groups", []):
+            message = g["message"]
+            if message not in model_groups:
+                said = "not in the model's run (its timeline did not show this message)"
+            elif want in model_groups[message]:
+                said = f"predicted (the model run's group: can happen on {want})"
+            else:
+                said = f"MODEL SAYS NEVER on {want}"
+                never.append(message)
+            points = g.get("points", "")
+            out.write(f"- {name}, real {fs}: \"{message}\" ({g['count']} violations, crash points {points}): {said}\n")
+    if never:
+        verdict = "MODEL SAYS NEVER"
+    elif violations > 0:
+        verdict = "agree"
+    elif model_can:
+        verdict = "model can, not seen"
+    else:
+        verdict = "agree"
+    states = real.get("states", 0)
+    seconds = real.get("seconds") or 0
+    rate = f"{states / seconds:.0f}/s" if seconds else "?/s"
+    hy = real.get("coverage", {}).get("high_yield_states", [0, 0])
+    return (f"{verdict}: {violations} violations in {states} states ({rate}, high-yield "
+            f"{hy[0]} of {hy[1]}, {int(rss_kib) // 1024} MiB)")
+
+
+def main():
+    if sys.argv[1] == "model":
+        print(model_column(load(sys.argv[2])))
+    elif sys.argv[1] == "cell":
+        _, _, model, real, fs, rss, name, groups_file = sys.argv
+        print(cell(load(model), load(real), fs, rss, name, groups_file))
+    else:
+        sys.exit(f"unknown command {sys.argv[1]!r}: model or cell")
+
+
+if __name__ == "__main__":
+    main()

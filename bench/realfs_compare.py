@@ -10,8 +10,9 @@
         appended to GROUPS.md, saying whether the model predicted it: a model
         group with the same checker message labelled possible on FS
         (predicted), the same message but labelled never on FS (MODEL SAYS
-        NEVER), or no such group in the model's run (not in the model's
-        timeline: the model run saw other states, so this is no verdict)
+        NEVER), or no such group in the model's run (the model's own
+        timeline and budget did not show it: to look into, not a verdict
+        on the model)
 """
 import json
 import sys
@@ -43,12 +44,13 @@ def cell(model, real, fs, rss_kib, name, groups_file):
     model_groups = {g["message"]: g.get("models", []) for g in (model or {}).get("groups", [])}
     model_can = any(want in models for models in model_groups.values())
     violations = real.get("violations", 0)
-    never = []
+    never, unseen = [], []
     with open(groups_file, "a") as out:
         for g in real.get("groups", []):
             message = g["message"]
             if message not in model_groups:
                 said = "not in the model's run (its timeline did not show this message)"
+                unseen.append(message)
             elif want in model_groups[message]:
                 said = f"predicted (the model run's group: can happen on {want})"
             else:
@@ -58,6 +60,8 @@ def cell(model, real, fs, rss_kib, name, groups_file):
             out.write(f"- {name}, real {fs}: \"{message}\" ({g['count']} violations, crash points {points}): {said}\n")
     if never:
         verdict = "MODEL SAYS NEVER"
+    elif unseen:
+        verdict = f"kernel shows {len(unseen)} group(s) the model's run did not"
     elif violations > 0:
         verdict = "agree"
     elif model_can:

@@ -94,6 +94,17 @@ pub enum Recovery {
     Soft(i32),
 }
 
+impl Recovery {
+    /// The errno a request that was given up answers (EIO on a hard mount,
+    /// which never gives up but for a dying mount).
+    pub fn gave_up_errno(self) -> i32 {
+        match self {
+            Recovery::Soft(errno) => errno,
+            Recovery::Hard => libc::EIO,
+        }
+    }
+}
+
 impl Default for NfsCache {
     /// nfs(5)'s defaults; rsize and wsize at the Linux client's 1 MiB maximum,
     /// which is what it negotiates with a Linux server.
@@ -360,6 +371,16 @@ struct Seen {
     timeout: Duration,
 }
 
+impl Seen {
+    /// A file's version just learnt: its attribute time starts at the minimum.
+    fn fresh(nfs: &NfsCache, version: Version) -> Seen {
+        Seen {
+            version,
+            timeout: nfs.window(false).0,
+        }
+    }
+}
+
 /// Per inode: the version this client last saw and its current attribute
 /// cache time. The lock is held only to look up and update (never across a
 /// syscall or a wait).
@@ -386,30 +407,19 @@ impl ClientView {
     /// This client changed `ino` itself (a write it sent): the new version is
     /// what it knows, as the NFS client learns it from the reply.
     pub fn changed_here(&self, nfs: &NfsCache, ino: u64, version: Version) {
-        let (min, _) = nfs.window(false);
-        self.seen.lock().unwrap().insert(
-            ino,
-            Seen {
-                version,
-                timeout: min,
-            },
-        );
+        self.seen
+            .lock()
+            .unwrap()
+            .insert(ino, Seen::fresh(nfs, version));
     }
 
     /// An open of `ino`, now at `version`: whether the pages this client has
     /// cached are still the file's (it saw this version last). Records it.
     pub fn still_current(&self, nfs: &NfsCache, ino: u64, version: Version) -> bool {
-        let (min, _) = nfs.window(false);
         let mut seen = self.seen.lock().unwrap();
         let current = seen.get(&ino).is_some_and(|s| s.version == version);
         if !current {
-            seen.insert(
-                ino,
-                Seen {
-                    version,
-                    timeout: min,
-                },
-            );
+            seen.insert(ino, Seen::fresh(nfs, version));
         }
         current
     }

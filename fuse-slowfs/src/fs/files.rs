@@ -35,6 +35,10 @@ pub(super) fn open(fs: &SlowFs, req: &Request, ino: INodeNo, flags: OpenFlags, r
                 let fd = inner.with_fds(|| {
                     inner.without_atime(flags, |flags| sys::reopen(inode.raw(), flags))
                 })?;
+                // A name this client cached for a file another client has
+                // since removed: ESTALE makes the kernel look the name up again
+                // (LOOKUP_REVAL), as the NFS client revalidates at open.
+                inner.check_not_stale(sys::raw(&fd))?;
                 // Writes to a set-ID file must reach the daemon, which drops the bits
                 // (asked only when passthrough is on the table: a stat per open).
                 let privileged =
@@ -215,9 +219,10 @@ pub(super) fn flush(
     owner: LockOwner,
     reply: ReplyEmpty,
 ) {
-    // A close by this owner: its fcntl locks on the file go (POSIX), even if
-    // a rule fails the flush.
-    fs.inner.locks.closed(ino.0, owner.0);
+    // A close by this owner: its fcntl locks on the file go (POSIX), after
+    // its gathered writes are sent (as NFS sends them before an unlock), and
+    // also when a rule fails the flush (the guard goes with the job).
+    let unlock = super::locks::UnlockOnDrop::new(&fs.inner, ino.0, owner.0);
     fs.inner
         .serve_on(req, Op::Flush, ino, reply, move |inner, done, _, _| {
             let result = inner
@@ -225,6 +230,7 @@ pub(super) fn flush(
                 .take_error(ino.0)
                 .and_then(|()| inner.handles.get(fh))
                 .and_then(|h| sys::flush(h.raw()));
+            drop(unlock);
             done.respond(inner, result, |r, ()| {
                 r.ok();
             })

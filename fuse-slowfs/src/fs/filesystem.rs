@@ -93,7 +93,14 @@ impl Filesystem for SlowFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        contain("forget", || self.inner.inodes.forget(ino.0, nlookup));
+        contain("forget", || {
+            if self.inner.inodes.forget(ino.0, nlookup) {
+                // What this NFS client had seen of the file goes with it.
+                if let Some((_, view)) = &self.inner.nfs {
+                    view.forget(ino.0);
+                }
+            }
+        });
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {

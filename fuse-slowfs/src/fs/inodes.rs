@@ -310,14 +310,15 @@ impl Inodes {
         ino
     }
 
-    /// Drops `n` kernel references; forgets the inode when none remain.
-    pub fn forget(&self, ino: u64, n: u64) {
+    /// Drops `n` kernel references; forgets the inode when none remain, and
+    /// says whether it did.
+    pub fn forget(&self, ino: u64, n: u64) -> bool {
         if ino == ROOT {
-            return;
+            return false;
         }
         let mut table = self.table.lock().unwrap();
         let Some(entry) = table.entries.get_mut(&ino) else {
-            return;
+            return false;
         };
         entry.lookups = entry.lookups.saturating_sub(n);
         if entry.lookups == 0 {
@@ -329,7 +330,9 @@ impl Inodes {
             }
             drop(table);
             self.cache.lock().unwrap().fds.pop(&ino);
+            return true;
         }
+        false
     }
 
     /// The inode last seen as `name` in `parent`, if the kernel holds it.

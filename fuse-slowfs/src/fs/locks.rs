@@ -57,10 +57,35 @@ impl Locks {
     }
 
     /// `owner` closed a handle of `ino`: its locks on the file go.
-    pub(super) fn closed(&self, ino: u64, owner: u64) {
+    fn closed(&self, ino: u64, owner: u64) {
         // Dropped outside the table's lock: the close releases the locks.
         let fd = self.owners.lock().unwrap().remove(&(ino, owner));
         drop(fd);
+    }
+}
+
+/// Drops an owner's locks on a file when it goes: made when a close of the
+/// file by that owner arrives, and dropped whether or not the close's request
+/// runs.
+pub(super) struct UnlockOnDrop {
+    inner: Arc<Inner>,
+    ino: u64,
+    owner: u64,
+}
+
+impl UnlockOnDrop {
+    pub(super) fn new(inner: &Arc<Inner>, ino: u64, owner: u64) -> UnlockOnDrop {
+        UnlockOnDrop {
+            inner: Arc::clone(inner),
+            ino,
+            owner,
+        }
+    }
+}
+
+impl Drop for UnlockOnDrop {
+    fn drop(&mut self) {
+        self.inner.locks.closed(self.ino, self.owner);
     }
 }
 

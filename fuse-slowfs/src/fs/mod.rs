@@ -487,13 +487,11 @@ impl Inner {
     /// What a soft NFS mount answers at its major timeout (EIO, or ETIMEDOUT
     /// under `softerr`).
     fn soft_timeout_errno(&self) -> Errno {
-        match &self.nfs {
-            Some((nfs, _)) => match nfs.recovery {
-                crate::client_cache::Recovery::Soft(errno) => Errno::from_i32(errno),
-                crate::client_cache::Recovery::Hard => Errno::EIO,
-            },
-            None => Errno::EIO,
-        }
+        Errno::from_i32(
+            self.nfs
+                .as_ref()
+                .map_or(libc::EIO, |(nfs, _)| nfs.recovery.gave_up_errno()),
+        )
     }
 
     /// How long the kernel may cache names and attributes: not at all while a rule

@@ -20,7 +20,11 @@ def main():
         db = dbm.gnu.open("app.gdbm", "r")
         keys = sorted(int(k.decode()[3:]) for k in db.keys())
         for k in keys:
-            if db[f"key{k}"] != (f"value{k}" * 20).encode():
+            try:
+                value = db[f"key{k}"]
+            except KeyError:
+                sys.exit(f"key{k} is listed but cannot be read (a damaged bucket)")
+            if value != (f"value{k}" * 20).encode():
                 sys.exit(f"key{k} has a wrong value")
         db.close()
     except dbm.gnu.error as e:

@@ -269,6 +269,21 @@ pub fn sweep_stale_sockets() {
         {
             let _ = std::fs::remove_file(&path);
         }
+        // An empty staging directory of bind_private, a minute old: a daemon
+        // killed after moving its socket out and before removing it (a
+        // daemon binding right now has one seconds old, or not empty).
+        let stale_staging = entry.file_type().is_ok_and(|t| t.is_dir())
+            && entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".slowfs-ctl-")
+            && entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(60));
+        if stale_staging {
+            let _ = std::fs::remove_dir(&path);
+        }
     }
 }
 

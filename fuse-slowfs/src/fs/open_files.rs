@@ -63,11 +63,9 @@ impl OpenFiles {
 }
 
 impl Inner {
-    /// Whether this mount does the NFS client's silly rename (not while a
-    /// log or crash model records the tree: they see names as the caller made
-    /// them).
+    /// Whether this mount does the NFS client's silly rename.
     fn silly_renames(&self) -> bool {
-        self.nfs.is_some() && self.recorder.is_none() && self.crash.is_none()
+        self.nfs_client().is_some()
     }
 
     /// A handle of `ino` was opened (counted only where silly renames happen).

@@ -139,12 +139,21 @@ pub(super) struct CarriedWrite {
 }
 
 impl Inner {
-    /// Whether writes are gathered here, and into WRITEs of how many bytes:
-    /// under `--cache nfs` (not `sync`), unless a log or crash model must see
-    /// each write as the caller made it.
+    /// Whether writes are gathered here, and into WRITEs of how many bytes
+    /// (not under `sync`).
     pub(super) fn write_behind_size(&self) -> Option<usize> {
+        self.nfs_client()
+            .filter(|nfs| !nfs.sync)
+            .map(|nfs| nfs.wsize as usize)
+    }
+
+    /// The NFS client's settings where this mount behaves as one in what it
+    /// does to names and data (silly renames, gathered writes): under
+    /// `--cache nfs`, unless a log or crash model records the tree, which
+    /// must see each name and write as the caller made it.
+    pub(super) fn nfs_client(&self) -> Option<&crate::client_cache::NfsCache> {
         let (nfs, _) = self.nfs.as_ref()?;
-        (!nfs.sync && self.recorder.is_none() && self.crash.is_none()).then_some(nfs.wsize as usize)
+        (self.recorder.is_none() && self.crash.is_none()).then_some(nfs)
     }
 
     /// What `carry` sends, taken now, with the rules' decision for it.

@@ -226,11 +226,24 @@ fn with_lock_two_clients_share_fcntl_locks_and_with_nolock_they_do_not() {
     assert_eq!(a.stats().count("lock") + b.stats().count("lock"), 0);
 }
 
-/// A child reading `path` (held by a `read hang` rule), signalled with
-/// `signal` after 300 ms: whether it is still waiting 1 s later. Its SIGUSR1
+/// A child reading `path` (held by a `read hang` rule on `m`), signalled with
+/// `signal` once its read is held: whether it is still waiting 5 s later. Its SIGUSR1
 /// handler exits (Python retries a read that EINTR ended, PEP 475: a handler
 /// that returns would hide the interruption).
-fn reader_survives(path: &std::path::Path, signal: i32) -> bool {
+fn reader_survives(m: &SlowMount, path: &std::path::Path, signal: i32) -> bool {
+    let held = |want: bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while (m.waiting() > 0) != want {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "held reads: {}",
+                m.waiting()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    // An earlier reader's read is gone first.
+    held(false);
     let mut child = std::process::Command::new("python3")
         .arg("-c")
         .arg(
@@ -242,10 +255,15 @@ fn reader_survives(path: &std::path::Path, signal: i32) -> bool {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Signalled once its read is held, not while Python starts up (SIGUSR1
+    // would then kill it before its handler is set: seen at 7x load).
+    held(true);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, signal) };
-    std::thread::sleep(Duration::from_secs(1));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let alive = child.try_wait().unwrap().is_none();
     if alive {
         child.kill().unwrap();
@@ -260,13 +278,13 @@ fn a_hard_mount_waits_out_the_outage_and_only_sigkill_ends_the_wait() {
     std::fs::write(m.backing_path("f"), "after the outage").unwrap();
     // A handled signal does not end a hard mount's wait (nfs(5): intr is
     // ignored since 2.6.25)...
-    assert!(reader_survives(&m.path("f"), libc::SIGUSR1));
+    assert!(reader_survives(&m, &m.path("f"), libc::SIGUSR1));
     // ...SIGKILL does.
-    assert!(!reader_survives(&m.path("f"), libc::SIGKILL));
+    assert!(!reader_survives(&m, &m.path("f"), libc::SIGKILL));
     // Negative control: every-call mode is `intr`, the handled signal ends it.
     let every = client("every-call", None, &["read hang"]);
     std::fs::write(every.backing_path("f"), "x").unwrap();
-    assert!(!reader_survives(&every.path("f"), libc::SIGUSR1));
+    assert!(!reader_survives(&every, &every.path("f"), libc::SIGUSR1));
     // The server comes back: the waiting read gets its data.
     let path = m.path("f");
     let reader = std::thread::spawn(move || std::fs::read_to_string(path));

@@ -3,6 +3,7 @@
 //! Explore asks this when a workload has exited, because a recording mount
 //! still in use then would be detached lazily and its log taken as complete.
 
+use crate::mount_table;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -119,19 +120,12 @@ pub fn release_loop_devices(held: &[Holder]) -> usize {
     devices
 }
 
-/// Where `device` is mounted, from `/proc/self/mountinfo` (field 10 is the source).
+/// Where `device` is mounted.
 fn mounts_of(device: &Path) -> Vec<PathBuf> {
-    let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    table
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split(' ').collect();
-            let dash = fields.iter().position(|f| *f == "-")?;
-            let source = fields.get(dash + 2)?;
-            (Path::new(&unescape(source)) == device).then(|| PathBuf::from(unescape(fields[4])))
-        })
+    mount_table::mounts()
+        .into_iter()
+        .filter(|m| m.source == device)
+        .map(|m| m.mountpoint)
         .collect()
 }
 
@@ -161,42 +155,13 @@ pub fn loop_devices_in(mountpoint: &Path) -> Vec<Holder> {
     found
 }
 
-/// Mount points strictly inside `mountpoint`, from `/proc/self/mountinfo`.
+/// Mount points strictly inside `mountpoint`.
 fn mounts_in(mountpoint: &Path) -> Vec<PathBuf> {
-    let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    table
-        .lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .map(|target| PathBuf::from(unescape(target)))
+    mount_table::mounts()
+        .into_iter()
+        .map(|m| m.mountpoint)
         .filter(|target| target != mountpoint && target.starts_with(mountpoint))
         .collect()
-}
-
-/// The kernel's octal escapes in mountinfo (`\040` for a space).
-fn unescape(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes.get(i + 1..i + 4).and_then(|d| {
-            std::str::from_utf8(d)
-                .ok()
-                .and_then(|d| u8::from_str_radix(d, 8).ok())
-        });
-        match (bytes[i], octal) {
-            (b'\\', Some(byte)) => {
-                out.push(byte);
-                i += 4;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Processes (other than this one) with their working directory, root, an
@@ -255,13 +220,6 @@ fn path_used_in(proc_dir: &Path, mountpoint: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mountinfo_escapes_are_undone() {
-        assert_eq!(unescape(r"/tmp/a\040b"), "/tmp/a b");
-        assert_eq!(unescape(r"/plain"), "/plain");
-        assert_eq!(unescape(r"/odd\\x"), r"/odd\\x");
-    }
 
     #[test]
     fn a_process_with_its_working_directory_inside_is_found() {

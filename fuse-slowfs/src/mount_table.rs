@@ -1,6 +1,7 @@
-//! What is mounted: the slowfs entries of `/proc/self/mountinfo` (type
-//! `fuse.slowfs`; the source is the backing directory), and whether
-//! each is alive (its daemon answers) or dead (every access fails with ENOTCONN).
+//! What is mounted: `/proc/self/mountinfo` parsed once for everyone
+//! ([`mounts`]), its slowfs entries (type `fuse.slowfs`; the source is the
+//! backing directory), and whether each is alive (its daemon answers) or dead
+//! (every access fails with ENOTCONN).
 
 use std::path::{Path, PathBuf};
 
@@ -36,12 +37,51 @@ impl MountEntry {
     }
 }
 
+/// One line of `/proc/self/mountinfo`:
+/// `ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// The filesystem's `MAJOR:MINOR`.
+    pub device: String,
+    /// The directory of that filesystem mounted here (`/` unless a bind mount).
+    pub root: PathBuf,
+    /// Where it is mounted.
+    pub mountpoint: PathBuf,
+    /// `ext4`, `fuse.slowfs`, ...
+    pub fstype: String,
+    /// What was mounted (a device, a backing directory).
+    pub source: PathBuf,
+    /// The filesystem's own options (FUSE's `user_id=` among them).
+    pub super_options: String,
+}
+
+impl Mount {
+    fn parse(line: &str) -> Option<Mount> {
+        let (left, right) = line.split_once(" - ")?;
+        let fields: Vec<&str> = left.split(' ').collect();
+        let mut right = right.split(' ');
+        Some(Mount {
+            device: fields.get(2)?.to_string(),
+            root: unescape(fields.get(3)?),
+            mountpoint: unescape(fields.get(4)?),
+            fstype: right.next()?.to_string(),
+            source: unescape(right.next()?),
+            super_options: right.next().unwrap_or_default().to_string(),
+        })
+    }
+}
+
+/// Every mount this process sees, in mount order (none if the table cannot
+/// be read).
+pub fn mounts() -> Vec<Mount> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|table| table.lines().filter_map(Mount::parse).collect())
+        .unwrap_or_default()
+}
+
 /// Every slowfs mount, in mount order.
 pub fn slowfs_mount_entries() -> Vec<MountEntry> {
-    let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    table.lines().filter_map(parse_line).collect()
+    mounts().iter().filter_map(slowfs_entry).collect()
 }
 
 /// Every slowfs mountpoint, in mount order.
@@ -67,54 +107,40 @@ pub fn slowfs_at(path: &Path) -> Option<MountEntry> {
 /// table cannot be read.
 pub fn location(path: &Path) -> Option<(String, PathBuf)> {
     let path = path.canonicalize().ok()?;
-    let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     // The mount holding `path`: the longest mountpoint above it, the last
     // one mounted where several are stacked.
-    let (device, root, mountpoint) = table
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split(' ').collect();
-            Some((
-                fields.get(2)?.to_string(),
-                unescape(fields.get(3)?),
-                unescape(fields.get(4)?),
-            ))
-        })
-        .filter(|(_, _, mountpoint)| path.starts_with(mountpoint))
-        .fold(
-            None,
-            |best: Option<(String, PathBuf, PathBuf)>, entry| match &best {
-                Some(b) if b.2.as_os_str().len() > entry.2.as_os_str().len() => best,
-                _ => Some(entry),
-            },
-        )?;
+    let mount = mounts()
+        .into_iter()
+        .filter(|m| path.starts_with(&m.mountpoint))
+        .fold(None, |best: Option<Mount>, m| match &best {
+            Some(b) if b.mountpoint.as_os_str().len() > m.mountpoint.as_os_str().len() => best,
+            _ => Some(m),
+        })?;
+    let (device, root, mountpoint) = (mount.device, mount.root, mount.mountpoint);
     let inside = path.strip_prefix(&mountpoint).ok()?;
     Some((device, root.join(inside)))
 }
 
-/// `ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER`
-fn parse_line(line: &str) -> Option<MountEntry> {
-    let (left, right) = line.split_once(" - ")?;
-    let fields: Vec<&str> = left.split(' ').collect();
-    let mut right = right.split(' ');
-    let (fstype, _source, super_options) = (right.next()?, right.next()?, right.next()?);
-    if fstype.strip_prefix("fuse.") != Some(SUBTYPE) {
+/// A mount table entry as a slowfs mount, if it is one.
+fn slowfs_entry(mount: &Mount) -> Option<MountEntry> {
+    if mount.fstype.strip_prefix("fuse.") != Some(SUBTYPE) {
         return None;
     }
-    let connection = fields.get(2)?.split_once(':')?.1.parse().ok()?;
-    let user_id = super_options
+    let connection = mount.device.split_once(':')?.1.parse().ok()?;
+    let user_id = mount
+        .super_options
         .split(',')
         .find_map(|o| o.strip_prefix("user_id="))
         .and_then(|id| id.parse().ok());
     Some(MountEntry {
-        mountpoint: unescape(fields.get(4)?),
+        mountpoint: mount.mountpoint.clone(),
         connection,
         user_id,
     })
 }
 
 /// The mount table writes spaces and the like as octal escapes (`\040`).
-fn unescape(field: &str) -> PathBuf {
+pub fn unescape(field: &str) -> PathBuf {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -138,6 +164,17 @@ fn unescape(field: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse_line(line: &str) -> Option<MountEntry> {
+        slowfs_entry(&Mount::parse(line)?)
+    }
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape("/tmp/a\\040b\\011c"), PathBuf::from("/tmp/a b\tc"));
+        assert_eq!(unescape("/plain"), PathBuf::from("/plain"));
+        assert_eq!(unescape(r"/odd\\x"), PathBuf::from(r"/odd\\x"));
+    }
 
     #[test]
     fn parses_a_slowfs_line_and_skips_others() {

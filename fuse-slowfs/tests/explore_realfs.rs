@@ -90,7 +90,25 @@ fn caught(fs: &str, extra: &[&str], check: &str, workload: &str, message: &str) 
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains(message), "{text}");
     assert!(text.contains(&format!("observed on real {fs}")), "{text}");
+    assert_lost_writes_are_named(&text);
     assert_nothing_left();
+}
+
+/// Every lost write of the report says what its blocks hold (a file, the
+/// journal, metadata), not only its byte range.
+fn assert_lost_writes_are_named(text: &str) {
+    let writes: Vec<&str> = text
+        .lines()
+        .flat_map(|l| l.split("write image [").skip(1))
+        .collect();
+    assert!(!writes.is_empty(), "no lost write shown: {text}");
+    for write in writes {
+        let (_, after) = write.split_once(')').expect("a byte range");
+        assert!(
+            after.starts_with(": ") && after.len() > 2,
+            "a lost write without a name ({write}): {text}"
+        );
+    }
 }
 
 fn clean(fs: &str, check: &str, workload: &str) {
@@ -149,6 +167,70 @@ fn btrfs_catches_an_fsync_of_one_file_taken_for_both_and_passes_the_safe_export(
         "b is saved but a is",
     );
     clean("btrfs", "check_config.sh", "export_fsync.sh");
+}
+
+#[test]
+fn real_groups_are_judged_against_a_model_run_and_a_wrong_model_is_caught() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    preflight();
+    let dir = tempfile::tempdir().unwrap();
+    let model_run = dir.path().join("model.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .args(["explore", "--json"])
+        .arg(&model_run)
+        .arg("--check")
+        .arg(script("check_config.sh"))
+        .arg("--")
+        .arg(script("export_nofsync.sh"))
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = common::text(&out);
+    assert_eq!(out.status.code(), Some(1), "the model run: {text}");
+    assert!(text.contains("never on: ext4-ordered"), "{text}");
+    let model = model_run.to_str().unwrap();
+    // Without auto_da_alloc ext4 orders no data before a rename: the xfs
+    // model stands for it, and allows the empty config.
+    let ext4 = [
+        "--mount-options",
+        "commit=1,noauto_da_alloc",
+        "--compare-with",
+        model,
+    ];
+    let (out, text) = explore("ext4", &ext4, "check_config.sh", "export_nofsync.sh");
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("predicted by the xfs model (the model run's group 1)"),
+        "{text}"
+    );
+    assert!(!text.contains("MODEL SAYS NEVER"), "{text}");
+    // Negative control: a model run whose labels rule the group out on xfs
+    // (a wrong model) is caught.
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&model_run).unwrap()).unwrap();
+    json["groups"][0]["models"] = serde_json::json!(["strict"]);
+    std::fs::write(&model_run, json.to_string()).unwrap();
+    let (out, text) = explore("ext4", &ext4, "check_config.sh", "export_nofsync.sh");
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("MODEL SAYS NEVER"), "{text}");
+    assert!(
+        text.contains("the xfs model says never happen: the model is wrong there"),
+        "{text}"
+    );
+    // A report of an --fs run is not a model run.
+    let real_run = dir.path().join("real.json");
+    let mut args = vec!["--json", real_run.to_str().unwrap()];
+    args.extend(["--mount-options", "commit=1,noauto_da_alloc"]);
+    explore("ext4", &args, "check_config.sh", "export_nofsync.sh");
+    let (out, text) = explore(
+        "xfs",
+        &["--compare-with", real_run.to_str().unwrap()],
+        "check_config.sh",
+        "export_nofsync.sh",
+    );
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("not of a model run"), "{text}");
+    assert_nothing_left();
 }
 
 #[test]

@@ -112,6 +112,14 @@ impl Device {
         self.writes.values().map(|w| w.data.len() as u64).sum()
     }
 
+    /// Every write's byte range (offset, end), in no order.
+    pub fn extents(&self) -> Vec<(u64, u64)> {
+        self.writes
+            .values()
+            .map(|w| (w.offset, w.offset + w.data.len() as u64))
+            .collect()
+    }
+
     /// The epoch whose crash point is `point`.
     pub fn epoch_at(&self, point: usize) -> Option<usize> {
         self.epochs.binary_search_by_key(&point, |e| e.point).ok()

@@ -9,6 +9,7 @@
 //!   coverage, bounded memory;
 //! * [`blocks`]: the same for a block device (an image's writes and flushes);
 //! * [`report`]: violations grouped by cause, with their smallest examples;
+//! * [`oracle`]: a model run's groups judged against a real filesystem's;
 //! * [`text`]: operations with path names, the `CRASH_POINT/KEPT` spelling.
 //!
 //! ```
@@ -33,6 +34,7 @@
 pub mod blocks;
 mod log_tree;
 pub mod models;
+pub mod oracle;
 pub mod points;
 pub mod report;
 pub mod search;

@@ -91,8 +91,13 @@ pub struct Grouper<'a> {
     facts: super::models::ModelFacts,
     names: HashMap<NodeId, String>,
     ignored: globset::GlobSet,
+    annotate: Option<Annotate>,
     tally: Tally,
 }
+
+/// Says more about an operation than its path and bytes (e.g. what the
+/// blocks of a block device's write hold); shown after its description.
+pub type Annotate = Box<dyn Fn(&crate::durability::LogOp) -> Option<String> + Send + Sync>;
 
 /// What a [`Grouper`] has taken in, in a form that travels (JSON) and adds
 /// up: the tallies of the shards of one run [`merge`](Tally::merge) into the
@@ -200,8 +205,15 @@ impl<'a> Grouper<'a> {
             facts: super::models::ModelFacts::new(log),
             names: super::text::node_names(log),
             ignored,
+            annotate: None,
             tally: Tally::default(),
         }
+    }
+
+    /// Lost operations described with `annotate`'s words after each.
+    pub fn annotating(mut self, annotate: Annotate) -> Grouper<'a> {
+        self.annotate = Some(annotate);
+        self
     }
 
     /// Violations taken in so far.
@@ -212,7 +224,13 @@ impl<'a> Grouper<'a> {
     /// Takes in one violation.
     pub fn add(&mut self, v: &Violation) {
         self.tally.total += 1;
-        let lost = lost_ops(self.log, v, &self.names, &self.ignored);
+        let lost = lost_ops(
+            self.log,
+            v,
+            &self.names,
+            &self.ignored,
+            self.annotate.as_ref(),
+        );
         let mut pattern: Vec<String> = lost.iter().map(|l| normalise(strip_index(l))).collect();
         pattern.sort();
         pattern.dedup();
@@ -278,6 +296,7 @@ fn lost_ops(
     v: &Violation,
     names: &HashMap<NodeId, String>,
     ignored: &globset::GlobSet,
+    annotate: Option<&Annotate>,
 ) -> Vec<String> {
     v.lost()
         .filter(|(i, _)| {
@@ -285,7 +304,11 @@ fn lost_ops(
             paths.is_empty() || paths.iter().any(|p| !ignored.is_match(p))
         })
         .map(|(i, torn)| {
-            let what = describe(&log.ops()[i], names);
+            let op = &log.ops()[i];
+            let mut what = describe(op, names);
+            if let Some(note) = annotate.and_then(|a| a(op)) {
+                what = format!("{what}: {note}");
+            }
             match torn {
                 Some(bytes) => format!("op {i} torn after {bytes} bytes: {what}"),
                 None => format!("op {i} lost: {what}"),

@@ -13,6 +13,8 @@ use slowfs::explore::{
     Progress, Running, SavedRun, ShardReport,
 };
 use slowfs::signals::block_termination;
+use slowfs_faults::crash::models::FsModel;
+use slowfs_faults::crash::oracle::{not_shown, predictions, Prediction};
 use slowfs_faults::crash::report::Group;
 use slowfs_faults::crash::text::{parse_state, ranges};
 use slowfs_faults::durability::{Log, LogOp};
@@ -38,6 +40,11 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     if args.workload.is_empty() {
         bail!("give the workload after --, e.g. slowfs explore --check ./check.sh -- ./export.sh");
     }
+    // Read before the workload runs: a wrong file is said at once.
+    let model_run = match (&args.compare_with, args.fs) {
+        (Some(path), Some(_)) => Some(ModelRun::load(path)?),
+        _ => None,
+    };
     if checker_reads_crash_point(&check) && !args.per_point {
         eprintln!(
             "slowfs explore: note: the checker reads SLOWFS_CRASH_POINT; without --per-point a \
@@ -111,7 +118,14 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
                 base: real.base.clone(),
                 device: Arc::clone(&real.device),
             });
-            slowfs::explore::explore_image(&log, image, &real.setup, &config, |p| line.show(p))
+            slowfs::explore::explore_image(
+                &log,
+                image,
+                real.names.clone(),
+                &real.setup,
+                &config,
+                |p| line.show(p),
+            )
         }
         None => run_explore(&log, &config, |p| line.show(p)),
     };
@@ -129,6 +143,14 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
         saved: saved.as_deref(),
         per_point: args.per_point,
         time_budget: args.time_budget.is_some(),
+        epochs: recorded
+            .real
+            .as_ref()
+            .map(|real| real.device.epochs().iter().map(|e| e.point).collect()),
+        model_run: model_run
+            .as_ref()
+            .zip(recorded.real.as_ref())
+            .map(|(run, real)| (run, real.setup.model())),
     };
     report.print();
     let mut violations = result.violations;
@@ -183,6 +205,8 @@ struct RealRun {
     setup: slowfs::explore::FsSetup,
     base: PathBuf,
     device: Arc<slowfs_faults::crash::blocks::Device>,
+    /// What the written blocks hold at the end of the workload.
+    names: slowfs::explore::BlockNames,
     node: u64,
     _dir: tempfile::TempDir,
 }
@@ -277,6 +301,14 @@ fn record_on_real_fs(
         slowfs_faults::DisplaySize(device.bytes_written()),
         device.epochs().len()
     );
+    let names = slowfs::explore::BlockNames::read(fs, &backing.join("image"), &device.extents())
+        .unwrap_or_else(|e| {
+            eprintln!(
+                "slowfs explore: the written blocks are not named (lost writes are shown \
+                     as byte ranges): {e}"
+            );
+            Default::default()
+        });
     Ok(RecordedRun {
         log: recorded.log,
         status: recorded.status,
@@ -284,6 +316,7 @@ fn record_on_real_fs(
             setup,
             base,
             device: Arc::new(device),
+            names,
             node,
             _dir: dir,
         }),
@@ -353,6 +386,8 @@ fn merge_shards(args: &ExploreArgs) -> anyhow::Result<ExitCode> {
         saved: merged.saved_run.as_deref(),
         per_point: merged.per_point,
         time_budget: merged.time_budget,
+        epochs: None,
+        model_run: None,
     };
     report.print();
     if let Some(path) = &args.json {
@@ -510,6 +545,8 @@ fn explore_fsync_failures(
             saved: saved.as_deref(),
             per_point: args.per_point,
             time_budget: args.time_budget.is_some(),
+            epochs: None,
+            model_run: None,
         };
         report.print();
         let mut json = report.json();
@@ -579,6 +616,58 @@ struct Report<'a> {
     per_point: bool,
     /// Whether a `--time-budget` was given (the advice to finish names it).
     time_budget: bool,
+    /// With `--fs`: the crash point of each flush epoch.
+    epochs: Option<Vec<usize>>,
+    /// `--compare-with`: the model run, and the model that stands for the
+    /// real filesystem.
+    model_run: Option<(&'a ModelRun, FsModel)>,
+}
+
+/// A model run's report (`--compare-with`): its groups, labelled with the
+/// models they can happen on.
+struct ModelRun {
+    path: PathBuf,
+    groups: Vec<Group>,
+}
+
+impl ModelRun {
+    fn load(path: &Path) -> anyhow::Result<ModelRun> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--compare-with {}", path.display()))?;
+        let json: serde_json::Value = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "--compare-with {}: not JSON (give the --json report of a model run)",
+                path.display()
+            )
+        })?;
+        if json.get("real_fs").is_some_and(|fs| !fs.is_null()) {
+            bail!(
+                "--compare-with {}: that is a report of a run on {} (--fs), not of a model run: \
+                 run the workload without --fs, e.g. slowfs explore --json model.json --check \
+                 CHECK -- WORKLOAD",
+                path.display(),
+                json["real_fs"]
+            );
+        }
+        let groups = json
+            .get("groups")
+            .cloned()
+            .map(serde_json::from_value::<Vec<Group>>)
+            .transpose()
+            .ok()
+            .flatten()
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--compare-with {}: not a `slowfs explore --json` report (it has no list of \
+                     violation groups)",
+                    path.display()
+                )
+            })?;
+        Ok(ModelRun {
+            path: path.to_path_buf(),
+            groups,
+        })
+    }
 }
 
 impl Report<'_> {
@@ -683,8 +772,21 @@ impl Report<'_> {
             );
         }
         if r.violations > 0 {
+            let said_never = self
+                .predictions()
+                .unwrap_or_default()
+                .iter()
+                .filter(|(p, _)| *p == Prediction::SaidNever)
+                .count();
+            let wrong = match self.model_run {
+                Some((_, model)) if said_never > 0 => format!(
+                    "; {said_never} of them the {model} model says never happen: the model is \
+                     wrong there"
+                ),
+                _ => String::new(),
+            };
             return format!(
-                "verdict: {} VIOLATION(S) in {} group(s)",
+                "verdict: {} VIOLATION(S) in {} group(s){wrong}",
                 r.violations,
                 r.groups.len()
             );
@@ -726,16 +828,16 @@ impl Report<'_> {
 
     fn print_groups(&self) {
         let groups = &self.result.groups;
-        if groups.is_empty() {
-            return;
+        let judged = self.predictions();
+        if !groups.is_empty() {
+            println!(
+                "\n{} violation group(s), one per cause (the checker's message with numbers, \
+                 hashes and temp names masked):",
+                groups.len()
+            );
         }
-        println!(
-            "\n{} violation group(s), one per cause (the checker's message with numbers, \
-             hashes and temp names masked):",
-            groups.len()
-        );
         for (n, group) in groups.iter().enumerate().take(GROUPS_SHOWN) {
-            self.print_group(n + 1, group);
+            self.print_group(n + 1, group, judged.as_ref().map(|j| j[n]));
         }
         if groups.len() > GROUPS_SHOWN {
             println!(
@@ -743,9 +845,33 @@ impl Report<'_> {
                 groups.len() - GROUPS_SHOWN
             );
         }
+        if let Some((run, model)) = self.model_run {
+            let unseen = not_shown(groups, &run.groups, model);
+            println!(
+                "\nthe model run ({}): {} group(s), {} of them possible on {model}; {} of those \
+                 not shown by this run (one timeline: not seen, not never){}",
+                run.path.display(),
+                run.groups.len(),
+                run.groups
+                    .iter()
+                    .filter(|g| g.models.iter().any(|m| m == model.name()))
+                    .count(),
+                unseen.len(),
+                if unseen.is_empty() { "" } else { ":" }
+            );
+            for group in unseen.iter().take(GROUPS_SHOWN) {
+                println!("  - {}", group.message);
+            }
+        }
     }
 
-    fn print_group(&self, n: usize, group: &Group) {
+    /// `--compare-with`: each group's prediction, and the model run's group.
+    fn predictions(&self) -> Option<Vec<(Prediction, Option<usize>)>> {
+        self.model_run
+            .map(|(run, model)| predictions(&self.result.groups, &run.groups, model))
+    }
+
+    fn print_group(&self, n: usize, group: &Group, judged: Option<(Prediction, Option<usize>)>) {
         println!(
             "\ngroup {n}: {} violation(s) at crash points {}",
             group.count, group.points
@@ -755,23 +881,47 @@ impl Report<'_> {
             Some(fs) => println!("  observed on {fs}, after its own recovery (not a model)"),
             None => println!("  {}", models_line(&group.models)),
         }
+        if let (Some((prediction, model_group)), Some((_, model))) = (judged, self.model_run) {
+            println!(
+                "  {}{}",
+                prediction.describe(model),
+                model_group
+                    .map(|i| format!(" (the model run's group {})", i + 1))
+                    .unwrap_or_default()
+            );
+        }
         for (pattern, count) in group.patterns.iter().take(3) {
-            let pattern = if pattern.is_empty() {
-                "nothing lost (the no-crash state itself)"
-            } else {
-                pattern
+            let pattern = match (pattern.is_empty(), &self.result.real_fs) {
+                (true, Some(_)) => "nothing lost (the disk as it was at a flush)",
+                (true, None) => "nothing lost (the no-crash state itself)",
+                (false, _) => pattern,
             };
             println!("  {count:>6} x {pattern}");
         }
         let Some(example) = group.examples.first() else {
             return;
         };
+        let epoch = self.epochs.as_ref().and_then(|points| {
+            let i = points.binary_search(&example.point).ok()?;
+            Some(format!(
+                " (in flush epoch {} of {}: every write before its flush kept)",
+                i + 1,
+                points.len()
+            ))
+        });
         println!(
-            "  smallest example: crash after {} of {} operations; {} pending operation(s) kept whole, and:",
-            example.point, self.result.ops, example.kept
+            "  smallest example: crash after {} of {} operations{}; {} pending operation(s) kept whole, and:",
+            example.point,
+            self.result.ops,
+            epoch.unwrap_or_default(),
+            example.kept
         );
         if example.lost.is_empty() {
-            println!("    (nothing lost but ignored files)");
+            if self.result.real_fs.is_some() {
+                println!("    (nothing lost: the disk as the workload left it at that point)");
+            } else {
+                println!("    (nothing lost but ignored files)");
+            }
         }
         for lost in example.lost.iter().take(8) {
             println!("    {lost}");
@@ -797,11 +947,21 @@ impl Report<'_> {
     fn json(&self) -> serde_json::Value {
         let r = self.result;
         let c = &r.coverage;
+        let judged = self.predictions();
         let groups: Vec<serde_json::Value> = r
             .groups
             .iter()
-            .map(|g| {
+            .enumerate()
+            .map(|(n, g)| {
                 let mut value = serde_json::to_value(g).expect("serializes");
+                if let (Some(judged), Some((_, model))) = (&judged, self.model_run) {
+                    let (prediction, model_group) = judged[n];
+                    value["model"] = serde_json::json!({
+                        "model": model.name(),
+                        "prediction": prediction,
+                        "model_group": model_group.map(|i| i + 1),
+                    });
+                }
                 for (example, json) in g.examples.iter().zip(
                     value["examples"]
                         .as_array_mut()
@@ -835,6 +995,14 @@ impl Report<'_> {
             "violations": r.violations,
             "groups": groups,
             "real_fs": r.real_fs,
+            "compared_with": self.model_run.map(|(run, model)| serde_json::json!({
+                "run": run.path,
+                "model": model.name(),
+                "not_shown": not_shown(&r.groups, &run.groups, model)
+                    .iter()
+                    .map(|g| &g.message)
+                    .collect::<Vec<_>>(),
+            })),
             "verdict": self.verdict(),
         })
     }

@@ -392,6 +392,16 @@ struct ExploreArgs {
     /// fsck (read-only: e2fsck -fn, xfs_repair -n, btrfs check --readonly).
     #[arg(long, requires = "fs")]
     fsck: bool,
+    /// With --fs: judge each group this run shows against a model run of
+    /// the same workload, FILE being its --json report (`slowfs explore
+    /// --json FILE --check CHECK -- WORKLOAD`, no --fs). A group is
+    /// "predicted" (the model run has its message and allows it on this
+    /// filesystem: ext4-ordered for ext4, xfs for XFS and for ext4 with
+    /// noauto_da_alloc or data=writeback, btrfs for btrfs), "MODEL SAYS
+    /// NEVER" (it has the message but rules it out here: the model is wrong)
+    /// or "not in the model run" (its budget did not reach such a state).
+    #[arg(long, value_name = "FILE", requires = "fs")]
+    compare_with: Option<PathBuf>,
     /// The workload command and its arguments (after --).
     #[arg(last = true)]
     workload: Vec<std::ffi::OsString>,

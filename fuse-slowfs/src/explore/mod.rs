@@ -21,6 +21,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+pub mod block_names;
 mod checker;
 pub mod html;
 pub mod realfs;
@@ -36,14 +37,15 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use slowfs_faults::crash::blocks::BlockSearch;
 use slowfs_faults::crash::models::FsModel;
-use slowfs_faults::crash::report::{Group, Grouper, Tally, Violation};
+use slowfs_faults::crash::report::{Annotate, Group, Grouper, Tally, Violation};
 use slowfs_faults::crash::search::{Candidate, CoverageSummary, Search, SearchConfig};
-use slowfs_faults::durability::{Kept, Log};
+use slowfs_faults::durability::{Kept, Log, LogOp};
 use slowfs_faults::shard::Shard;
 
 pub use crate::tree_io::{materialize, scan};
 mod shards;
 
+pub use block_names::BlockNames;
 pub use checker::{anchored_to, Checker, Judgement, Running, StateRef};
 pub use realfs::{FsSetup, ImageStates, RealFs};
 pub use record::{record, record_over, CheckSettings, Recorded, SavedImage, SavedRun};
@@ -346,16 +348,26 @@ pub fn explore(
             models: true,
         },
     );
-    run_states(log, &mut search, StateMaker::Tree, ignore, config, progress)
+    run_states(
+        log,
+        &mut search,
+        StateMaker::Tree,
+        ignore,
+        None,
+        config,
+        progress,
+    )
 }
 
 /// Checks the crash states of a block device (an `--fs` run): each a
 /// block-level image, in the order of [`BlockSearch`]; the checker in
 /// `config` mounts it (see [`FsSetup::checker`]). The groups name no models:
-/// they were observed on `setup`'s filesystem.
+/// they were observed on `setup`'s filesystem. Lost writes are described
+/// with what `names` says their blocks hold.
 pub fn explore_image(
     log: &Log,
     image: Arc<ImageStates>,
+    names: BlockNames,
     setup: &FsSetup,
     config: &ExploreConfig,
     progress: impl FnMut(&Progress),
@@ -367,11 +379,16 @@ pub fn explore_image(
         config.seed,
     );
     let ignore = globset::GlobSet::empty();
+    let annotate: Annotate = Box::new(move |op| match op {
+        LogOp::Write { offset, data, .. } => names.describe(*offset, offset + data.len() as u64),
+        _ => None,
+    });
     let mut found = run_states(
         log,
         &mut search,
         StateMaker::Image(image),
         ignore,
+        Some(annotate),
         config,
         progress,
     )?;
@@ -388,6 +405,7 @@ fn run_states(
     search: &mut dyn StateSource,
     maker: StateMaker,
     ignore: globset::GlobSet,
+    annotate: Option<Annotate>,
     config: &ExploreConfig,
     mut progress: impl FnMut(&Progress),
 ) -> io::Result<Exploration> {
@@ -450,7 +468,10 @@ fn run_states(
     let mut run = Run {
         counts: Progress::default(),
         checked_here: 0,
-        grouper: Grouper::new(log, ignore),
+        grouper: match annotate {
+            Some(annotate) => Grouper::new(log, ignore).annotating(annotate),
+            None => Grouper::new(log, ignore),
+        },
         fatal: None,
         scratch_error: None,
     };

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use slowfs_faults::crash::blocks::Device;
+use slowfs_faults::crash::models::FsModel;
 use slowfs_faults::durability::Kept;
 
 /// A filesystem explore can run a workload on.
@@ -160,6 +161,19 @@ impl FsSetup {
             text.push_str(&format!(" (mkfs {})", self.mkfs_args.join(" ")));
         }
         text
+    }
+
+    /// The persistence model that stands for this filesystem as mounted:
+    /// ext4 without `auto_da_alloc` (or with `data=writeback`) orders no data
+    /// before a rename, as XFS does.
+    pub fn model(&self) -> FsModel {
+        let option = |o: &str| self.mount_options.split(',').any(|x| x == o);
+        match self.fs {
+            RealFs::Ext4 if option("noauto_da_alloc") || option("data=writeback") => FsModel::Xfs,
+            RealFs::Ext4 => FsModel::Ext4Ordered,
+            RealFs::Xfs => FsModel::Xfs,
+            RealFs::Btrfs => FsModel::Btrfs,
+        }
     }
 
     /// Fails with what to install or change if this machine cannot do it.

@@ -1,0 +1,119 @@
+//! A persistence model checked against a real filesystem: each violation
+//! group a real filesystem showed (`explore --fs`) is looked up, by its
+//! checker message, among the groups a model run of the same workload found
+//! (`explore` on the recording mount), and judged: did the model say it can
+//! happen there?
+
+use serde::{Deserialize, Serialize};
+
+use super::models::FsModel;
+use super::report::Group;
+
+/// What the model run says about one group the real filesystem showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Prediction {
+    /// The model run has a group with this message that the model allows.
+    Predicted,
+    /// The model run has this message but says the model never leaves such
+    /// a state: the model is wrong (the worst disagreement).
+    SaidNever,
+    /// The model run has no group with this message: its timeline or budget
+    /// did not reach such a state. Not a verdict on the model.
+    NotInModelRun,
+}
+
+impl Prediction {
+    /// How the report says it, for `model`.
+    pub fn describe(self, model: FsModel) -> String {
+        match self {
+            Prediction::Predicted => format!("predicted by the {model} model"),
+            Prediction::SaidNever => format!(
+                "MODEL SAYS NEVER: the model run has this message but says the {model} model \
+                 never leaves it (the model is wrong here)"
+            ),
+            Prediction::NotInModelRun => "not in the model run (its timeline or budget did not \
+                 reach such a state: not a verdict on the model)"
+                .to_string(),
+        }
+    }
+}
+
+/// The model run's judgement of each of `real`'s groups, in their order, and
+/// the index of the model run's group with the same message.
+pub fn predictions(
+    real: &[Group],
+    model_run: &[Group],
+    model: FsModel,
+) -> Vec<(Prediction, Option<usize>)> {
+    real.iter()
+        .map(
+            |g| match model_run.iter().position(|m| m.message == g.message) {
+                None => (Prediction::NotInModelRun, None),
+                Some(i) if allows(&model_run[i], model) => (Prediction::Predicted, Some(i)),
+                Some(i) => (Prediction::SaidNever, Some(i)),
+            },
+        )
+        .collect()
+}
+
+/// The model run's groups the model allows that `real` did not show (one
+/// timeline each: "not seen", not "never").
+pub fn not_shown<'a>(real: &[Group], model_run: &'a [Group], model: FsModel) -> Vec<&'a Group> {
+    model_run
+        .iter()
+        .filter(|m| allows(m, model) && !real.iter().any(|g| g.message == m.message))
+        .collect()
+}
+
+fn allows(group: &Group, model: FsModel) -> bool {
+    group.models.iter().any(|m| m == model.name())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(message: &str, models: &[&str]) -> Group {
+        Group {
+            message: message.into(),
+            count: 1,
+            points: "1".into(),
+            patterns: Vec::new(),
+            examples: Vec::new(),
+            models: models.iter().map(|m| m.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn each_real_group_is_predicted_said_never_or_unknown_to_the_model_run() {
+        let model_run = [
+            group("config is ''", &["strict", "xfs", "btrfs"]),
+            group("row # missing", &["strict", "xfs", "ext4-ordered", "btrfs"]),
+            group("object empty", &["strict"]),
+        ];
+        let real = [
+            group("config is ''", &[]),
+            group("row # missing", &[]),
+            group("malformed", &[]),
+        ];
+        let on_ext4 = predictions(&real, &model_run, FsModel::Ext4Ordered);
+        assert_eq!(
+            on_ext4,
+            [
+                (Prediction::SaidNever, Some(0)),
+                (Prediction::Predicted, Some(1)),
+                (Prediction::NotInModelRun, None),
+            ]
+        );
+        assert_eq!(
+            predictions(&real[..1], &model_run, FsModel::Xfs),
+            [(Prediction::Predicted, Some(0))]
+        );
+        let unseen: Vec<&str> = not_shown(&real, &model_run, FsModel::Strict)
+            .iter()
+            .map(|g| g.message.as_str())
+            .collect();
+        assert_eq!(unseen, ["object empty"]);
+    }
+}

@@ -7,8 +7,9 @@
         ext4-ordered / btrfs
     realfs_compare.py cell MODEL.json REAL.json FS RSS_KIB NAME GROUPS.md
         a real filesystem's cell, and one line per group the kernel showed
-        appended to GROUPS.md, saying whether the model predicted it: a model
-        group with the same checker message labelled possible on FS
+        appended to GROUPS.md, saying whether the model predicted it, as
+        `explore --fs --compare-with MODEL.json` judged it in REAL.json: a
+        model group with the same checker message labelled possible on FS
         (predicted), the same message but labelled never on FS (MODEL SAYS
         NEVER), or no such group in the model's run (the model's own
         timeline and budget did not show it: to look into, not a verdict
@@ -40,24 +41,26 @@ def model_column(model):
 def cell(model, real, fs, rss_kib, name, groups_file):
     if real is None:
         return "? (the --fs run failed)"
-    want = MODEL_OF[fs]
-    model_groups = {g["message"]: g.get("models", []) for g in (model or {}).get("groups", [])}
-    model_can = any(want in models for models in model_groups.values())
+    model_name = (real.get("compared_with") or {}).get("model", MODEL_OF[fs])
+    model_can = any(model_name in g.get("models", []) for g in (model or {}).get("groups", []))
     violations = real.get("violations", 0)
     never, unseen = [], []
+    said = {
+        "predicted": f"predicted (the model run's group: can happen on {model_name})",
+        "said_never": f"MODEL SAYS NEVER on {model_name}",
+        "not_in_model_run": "not in the model's run (its timeline did not show this message)",
+    }
     with open(groups_file, "a") as out:
         for g in real.get("groups", []):
             message = g["message"]
-            if message not in model_groups:
-                said = "not in the model's run (its timeline did not show this message)"
-                unseen.append(message)
-            elif want in model_groups[message]:
-                said = f"predicted (the model run's group: can happen on {want})"
-            else:
-                said = f"MODEL SAYS NEVER on {want}"
+            prediction = g.get("model", {}).get("prediction", "not_in_model_run")
+            if prediction == "said_never":
                 never.append(message)
+            elif prediction == "not_in_model_run":
+                unseen.append(message)
             points = g.get("points", "")
-            out.write(f"- {name}, real {fs}: \"{message}\" ({g['count']} violations, crash points {points}): {said}\n")
+            out.write(f"- {name}, real {fs}: \"{message}\" ({g['count']} violations, crash points "
+                      f"{points}): {said[prediction]}\n")
     if never:
         verdict = "MODEL SAYS NEVER"
     elif unseen:

@@ -9,7 +9,9 @@
 # verdict: "agree", "model can, not seen" (one timeline: not "never"), or
 # "MODEL SAYS NEVER" (the model is wrong: must be zero). Also states, states/s
 # and peak RSS of each --fs run; then, group by group, what each kernel
-# showed and whether the model predicted it. BUDGET (default 90s) per --fs run; ONLY=REGEX
+# showed and whether the model predicted it. BUDGET (default 90s) per --fs run;
+# MODEL_BUDGET (default 1m) per model run and MODEL_ARGS (e.g. --torn) added
+# to every model run's options; ONLY=REGEX
 # runs the matching rows; SLOWFS=PATH runs that binary instead of building one
 # (a copy, so a rebuild during the run cannot change it). Needs root, loop
 # devices, xfsprogs, btrfs-progs.
@@ -24,6 +26,8 @@ export_ex=$PWD/fuse-slowfs/examples/export
 realfs=$PWD/fuse-slowfs/tests/data/realfs
 venv=$PWD/.venv/bin/python3
 budget=${BUDGET:-90s}
+model_budget=${MODEL_BUDGET:-1m}
+read -r -a model_args <<<"${MODEL_ARGS:-}"
 work=$(mktemp -d /var/tmp/slowfs-realfs-models.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 : >"$work/groups.md"
@@ -35,9 +39,10 @@ echo "|---|---|---|---|---|"
 # directory (the model run's backing directory, the real filesystem's root)
 # before recording; EXTRA are explore options for the model run (e.g.
 # --ignore: on a real filesystem every file is in the image).
-# Both runs report in JSON; bench/realfs_compare.py makes the cell and, for
-# each group the kernel showed, whether the model run had a group with the
-# same checker message and labelled it possible on that filesystem.
+# Both runs report in JSON; the --fs run judges its groups against the model
+# run (--compare-with: whether the model run had a group with the same
+# checker message and labelled it possible on that filesystem), and
+# bench/realfs_compare.py makes the cell and the list of groups.
 row() {
   local name=$1 setup=$2 check=$3; shift 3
   local extra=()
@@ -48,12 +53,14 @@ row() {
   backing=$(mktemp -d "$work/backing.XXXX")
   (cd "$backing" && SLOWFS_MOUNT=$backing sh -c "$setup")
   rm -f "$work/model.json" "$work"/real-*.json
-  "$slowfs" explore --json "$work/model.json" --partial-ok --log-dir "$work" -j 2 --time-budget 1m \
-    --max-states 100000 "${extra[@]}" --backing "$backing" --check "$check" -- "$@" >/dev/null 2>&1 || true
+  "$slowfs" explore --json "$work/model.json" --partial-ok --log-dir "$work" -j 2 --time-budget "$model_budget" \
+    --max-states 100000 "${model_args[@]}" "${extra[@]}" --backing "$backing" --check "$check" -- "$@" >/dev/null 2>&1 || true
+  local compare=()
+  [[ -s $work/model.json ]] && compare=(--compare-with "$work/model.json")
   for fs in ext4 xfs btrfs; do
     /usr/bin/time -f %M -o "$work/rss" "$slowfs" explore --json "$work/real-$fs.json" --fs "$fs" \
       --fs-setup "$setup" --partial-ok --log-dir "$work" -j 2 --time-budget "$budget" --max-states 100000 \
-      --check "$check" -- "$@" >/dev/null 2>&1 || true
+      "${compare[@]}" --check "$check" -- "$@" >/dev/null 2>&1 || true
     cells+=("$(python3 bench/realfs_compare.py cell "$work/model.json" "$work/real-$fs.json" "$fs" "$(tail -n 1 "$work/rss")" \
       "$name" "$work/groups.md")")
   done

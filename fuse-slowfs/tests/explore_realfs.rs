@@ -210,18 +210,19 @@ fn real_groups_are_judged_against_a_model_run_and_a_wrong_model_is_caught() {
         serde_json::from_str(&std::fs::read_to_string(&model_run).unwrap()).unwrap();
     json["groups"][0]["models"] = serde_json::json!(["strict"]);
     std::fs::write(&model_run, json.to_string()).unwrap();
-    let (out, text) = explore("ext4", &ext4, "check_config.sh", "export_nofsync.sh");
+    let real_run = dir.path().join("real.json");
+    let with_json = [&ext4[..], &["--json", real_run.to_str().unwrap()]].concat();
+    let (out, text) = explore("ext4", &with_json, "check_config.sh", "export_nofsync.sh");
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("MODEL SAYS NEVER"), "{text}");
     assert!(
         text.contains("the xfs model says never happen: the model is wrong there"),
         "{text}"
     );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&real_run).unwrap()).unwrap();
+    assert_eq!(report["groups"][0]["model"]["prediction"], "said_never");
     // A report of an --fs run is not a model run.
-    let real_run = dir.path().join("real.json");
-    let mut args = vec!["--json", real_run.to_str().unwrap()];
-    args.extend(["--mount-options", "commit=1,noauto_da_alloc"]);
-    explore("ext4", &args, "check_config.sh", "export_nofsync.sh");
     let (out, text) = explore(
         "xfs",
         &["--compare-with", real_run.to_str().unwrap()],

@@ -865,6 +865,12 @@ impl Report<'_> {
         }
     }
 
+    /// With `--fs`: the flush epoch (from 1) that crash point `point` ends.
+    fn epoch_of(&self, point: usize) -> Option<usize> {
+        let points = self.epochs.as_ref()?;
+        points.binary_search(&point).ok().map(|i| i + 1)
+    }
+
     /// `--compare-with`: each group's prediction, and the model run's group.
     fn predictions(&self) -> Option<Vec<(Prediction, Option<usize>)>> {
         self.model_run
@@ -901,13 +907,11 @@ impl Report<'_> {
         let Some(example) = group.examples.first() else {
             return;
         };
-        let epoch = self.epochs.as_ref().and_then(|points| {
-            let i = points.binary_search(&example.point).ok()?;
-            Some(format!(
-                " (in flush epoch {} of {}: every write before its flush kept)",
-                i + 1,
-                points.len()
-            ))
+        let epoch = self.epoch_of(example.point).map(|n| {
+            format!(
+                " (in flush epoch {n} of {}: every write before its flush kept)",
+                self.epochs.as_ref().map_or(0, Vec::len)
+            )
         });
         println!(
             "  smallest example: crash after {} of {} operations{}; {} pending operation(s) kept whole, and:",
@@ -969,6 +973,9 @@ impl Report<'_> {
                         .iter_mut(),
                 ) {
                     json["replay"] = serde_json::json!(self.replay_command(&example.state));
+                    if let Some(epoch) = self.epoch_of(example.point) {
+                        json["flush_epoch"] = serde_json::json!(epoch);
+                    }
                 }
                 value
             })

@@ -496,6 +496,11 @@ pub enum Keep {
     /// A write cut after this many bytes (a whole number of sectors from its
     /// offset's sector boundary).
     Torn(u64),
+    /// A write whose size change persisted without its data: the file
+    /// reaches the write's end, the bytes it wrote past the old end read as
+    /// zeros (an allocation or unwritten extent committed before the data
+    /// reached the disk, as ext4 leaves one by default), the rest unchanged.
+    SizeOnly,
 }
 
 /// A log of operations over an initial, durable tree.
@@ -641,6 +646,20 @@ impl Log {
                         data: data[..(*bytes as usize).min(data.len())].to_vec(),
                     })
                 }
+                (Keep::SizeOnly, LogOp::Write { node, offset, data }) => {
+                    let end = offset + data.len() as u64;
+                    let len = tree
+                        .nodes
+                        .get(node)
+                        .and_then(Node::data)
+                        .map_or(0, |d| d.len() as u64);
+                    if end > len {
+                        tree.apply(&LogOp::SetLen {
+                            node: *node,
+                            len: end,
+                        });
+                    }
+                }
                 (
                     _,
                     op @ LogOp::Rename {
@@ -753,6 +772,13 @@ impl Log {
                             .collect::<Vec<_>>()
                             .join(",")
                     }
+                ));
+            }
+            if *keep == Keep::SizeOnly && !matches!(self.ops[*i], LogOp::Write { .. }) {
+                return Err(format!(
+                    "operation {i} ({}) is not a write: only a write can keep its size without \
+                     its data",
+                    self.ops[*i]
                 ));
             }
             if let Keep::Torn(bytes) = keep {

@@ -64,8 +64,12 @@ async fn one_case<E: Engine>(
     let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed);
     for point in slowfs_faults::crash::points::Sweep::new(&log, start, end) {
         let k = point.k;
-        let states =
-            slowfs_faults::crash::states::PointStates::new(&log, &point.pending, Some(SECTOR));
+        let states = slowfs_faults::crash::states::PointStates::new(
+            &log,
+            &point.pending,
+            Some(SECTOR),
+            true,
+        );
         let (states, _) = states.up_to(STATES_PER_POINT, &mut rng);
         for kept in states {
             let tree = log.state_on(point.durable.clone(), k, &kept);

@@ -143,6 +143,8 @@ impl Device {
                 let w = &self.writes[&i];
                 let len = match keep {
                     Keep::Whole => w.data.len(),
+                    // A block write has no size of its own: nothing of it.
+                    Keep::SizeOnly => 0,
                     Keep::Torn(bytes) => (bytes as usize).min(w.data.len()),
                 };
                 (w.offset, &w.data[..len])
@@ -226,7 +228,7 @@ impl BlockSearch {
             .epochs
             .iter()
             .map(|e| {
-                let states = PointStates::new(log, &e.writes, sector);
+                let states = PointStates::new(log, &e.writes, sector, false);
                 let list = high_yield(&states, &e.writes);
                 (states, list)
             })

@@ -30,13 +30,14 @@ impl Violation {
         format!("{}/{}", self.point, kept_spec(&self.kept))
     }
 
-    /// Pending operations the state did not keep whole: (index, torn bytes).
-    pub fn lost(&self) -> impl Iterator<Item = (usize, Option<u64>)> + '_ {
+    /// Pending operations the state did not keep whole: (index, what is
+    /// left of it: nothing, a torn prefix, its size only).
+    pub fn lost(&self) -> impl Iterator<Item = (usize, Option<Keep>)> + '_ {
         self.pending
             .iter()
             .filter_map(|&i| match self.kept.get(&i) {
                 Some(Keep::Whole) => None,
-                Some(Keep::Torn(bytes)) => Some((i, Some(*bytes))),
+                Some(keep) => Some((i, Some(*keep))),
                 None => Some((i, None)),
             })
     }
@@ -303,15 +304,16 @@ fn lost_ops(
             let paths = paths_of(&log.ops()[*i], names);
             paths.is_empty() || paths.iter().any(|p| !ignored.is_match(p))
         })
-        .map(|(i, torn)| {
+        .map(|(i, left)| {
             let op = &log.ops()[i];
             let mut what = describe(op, names);
             if let Some(note) = annotate.and_then(|a| a(op)) {
                 what = format!("{what}: {note}");
             }
-            match torn {
-                Some(bytes) => format!("op {i} torn after {bytes} bytes: {what}"),
-                None => format!("op {i} lost: {what}"),
+            match left {
+                Some(Keep::Torn(bytes)) => format!("op {i} torn after {bytes} bytes: {what}"),
+                Some(Keep::SizeOnly) => format!("op {i} kept its size, not its data: {what}"),
+                Some(Keep::Whole) | None => format!("op {i} lost: {what}"),
             }
         })
         .collect()

@@ -269,7 +269,8 @@ impl<'a> Search<'a> {
                 Phase::Done => return None,
                 Phase::Extremes(sweep) => match sweep.next() {
                     Some(point) => {
-                        let states = PointStates::new(self.log, &point.pending, self.config.sector);
+                        let states =
+                            PointStates::new(self.log, &point.pending, self.config.sector, true);
                         let slot = point.k - self.config.first;
                         self.coverage[slot].high_yield = states.high_yield_len();
                         self.coverage[slot].states = states.count();
@@ -291,8 +292,12 @@ impl<'a> Search<'a> {
                     if current.is_none() {
                         match sweep.next() {
                             Some(point) => {
-                                let states =
-                                    PointStates::new(self.log, &point.pending, self.config.sector);
+                                let states = PointStates::new(
+                                    self.log,
+                                    &point.pending,
+                                    self.config.sector,
+                                    true,
+                                );
                                 *current = Some((point, states, 0));
                             }
                             None => {
@@ -347,7 +352,7 @@ impl<'a> Search<'a> {
             return None;
         }
         let point = point(self.log, k);
-        let states = PointStates::new(self.log, &point.pending, self.config.sector);
+        let states = PointStates::new(self.log, &point.pending, self.config.sector, true);
         if let Some(all) = states.all_states(ENUMERATE_UP_TO) {
             // Few states: the next one not yet seen, in order.
             for kept in all {

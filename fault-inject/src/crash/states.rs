@@ -18,14 +18,19 @@ pub struct PointStates {
 
 impl PointStates {
     /// The states of a crash with `pending` operations of `log` (see
-    /// `Log::pending`); with `sector`, pending writes may tear.
-    pub fn new(log: &Log, pending: &[usize], sector: Option<u64>) -> PointStates {
+    /// `Log::pending`); with `sector`, pending writes may tear, and with
+    /// `size_only` too, keep their size without their data (files; a block
+    /// device's writes have no size).
+    pub fn new(log: &Log, pending: &[usize], sector: Option<u64>, size_only: bool) -> PointStates {
         let options: Vec<(usize, Vec<Keep>)> = pending
             .iter()
             .map(|&i| {
                 let mut keeps = vec![Keep::Whole];
                 if let Some(sector) = sector {
                     keeps.extend(log.tears(i, sector).into_iter().map(Keep::Torn));
+                    if size_only && matches!(log.ops()[i], LogOp::Write { .. }) {
+                        keeps.push(Keep::SizeOnly);
+                    }
                 }
                 (i, keeps)
             })
@@ -222,7 +227,7 @@ mod tests {
     fn high_yield_states_come_in_the_documented_order() {
         let log = writes(3);
         let k = log.ops().len();
-        let states = PointStates::new(&log, &log.pending(k), Some(4096));
+        let states = PointStates::new(&log, &log.pending(k), Some(4096), false);
         let [durable, all] = states.extremes();
         assert!(durable.is_empty());
         assert_eq!(all.len(), 4);
@@ -243,7 +248,7 @@ mod tests {
         fn enumeration_is_exact_and_sampling_bounded(n in 0usize..5, limit in 1usize..40, seed: u64) {
             let log = writes(n);
             let k = log.ops().len();
-            let states = PointStates::new(&log, &log.pending(k), Some(4096));
+            let states = PointStates::new(&log, &log.pending(k), Some(4096), false);
             if let Some(all) = states.all_states(usize::MAX) {
                 let distinct: std::collections::HashSet<_> = all.iter().cloned().collect();
                 prop_assert_eq!(distinct.len(), all.len());
@@ -256,5 +261,23 @@ mod tests {
             prop_assert_eq!(distinct.len(), some.len());
             prop_assert_eq!(sampled, states.count().is_none_or(|c| c > limit));
         }
+    }
+
+    #[test]
+    fn under_tearing_a_file_write_may_also_keep_only_its_size() {
+        let log = writes(2);
+        let k = log.ops().len();
+        let files = PointStates::new(&log, &log.pending(k), Some(4096), true);
+        let blocks = PointStates::new(&log, &log.pending(k), Some(4096), false);
+        let size_only = |s: &PointStates| {
+            s.high_yield()
+                .filter(|kept| kept.values().any(|k| *k == Keep::SizeOnly))
+                .count()
+        };
+        assert_eq!(size_only(&files), 1, "the last write, its size only");
+        assert_eq!(size_only(&blocks), 0);
+        assert_eq!(files.high_yield_len(), blocks.high_yield_len() + 1);
+        let untorn = PointStates::new(&log, &log.pending(k), None, true);
+        assert_eq!(size_only(&untorn), 0, "only under --torn");
     }
 }

@@ -133,17 +133,19 @@ pub fn kept_spec(kept: &Kept) -> String {
         .map(|(i, keep)| match keep {
             Keep::Whole => i.to_string(),
             Keep::Torn(bytes) => format!("{i}:{bytes}"),
+            Keep::SizeOnly => format!("{i}:size"),
         })
         .collect::<Vec<_>>()
         .join(",")
 }
 
-/// Parses `K` or `K/i,j,k:BYTES` (crash point, then the pending ops kept).
+/// Parses `K` or `K/i,j,k:BYTES,l:size` (crash point, then the pending ops
+/// kept: whole, torn after BYTES, or only the size a write reached).
 ///
 /// ```
 /// use slowfs_faults::crash::text::{kept_spec, parse_state};
-/// let (point, kept) = parse_state("12/3,5:4096").unwrap();
-/// assert_eq!((point, kept_spec(&kept)), (12, "3,5:4096".to_string()));
+/// let (point, kept) = parse_state("12/3,5:4096,7:size").unwrap();
+/// assert_eq!((point, kept_spec(&kept)), (12, "3,5:4096,7:size".to_string()));
 /// assert!(parse_state("x/1").unwrap_err().contains("CRASH_POINT"));
 /// ```
 pub fn parse_state(spec: &str) -> Result<(usize, Kept), String> {
@@ -154,13 +156,12 @@ pub fn parse_state(spec: &str) -> Result<(usize, Kept), String> {
     let mut out = Kept::new();
     for part in kept.split(',').filter(|p| !p.is_empty()) {
         let (i, keep) = match part.split_once(':') {
+            Some((i, "size")) => (i, Keep::SizeOnly),
             Some((i, bytes)) => (
                 i,
-                Keep::Torn(
-                    bytes
-                        .parse()
-                        .map_err(|_| format!("bad torn size in '{part}'"))?,
-                ),
+                Keep::Torn(bytes.parse().map_err(|_| {
+                    format!("bad torn size in '{part}' (BYTES, or `size` for the size only)")
+                })?),
             ),
             None => (part, Keep::Whole),
         };

@@ -288,7 +288,9 @@ struct ExploreArgs {
     /// With --replay: keep the replayed state in DIR for inspection.
     #[arg(long, value_name = "DIR", requires = "replay")]
     keep_state: Option<PathBuf>,
-    /// Let writes that were not yet durable survive in part (whole sectors).
+    /// Let writes that were not yet durable survive in part: a prefix of
+    /// whole sectors, or (files, not --fs) the size they reached without
+    /// their data, the new bytes reading as zeros (as ext4 can leave them).
     #[arg(long)]
     torn: bool,
     /// Sector size for --torn.

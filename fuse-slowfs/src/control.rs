@@ -546,7 +546,11 @@ fn execute_served(served: &Served, command: Command) -> Response {
             let unmounted = if served.ended() {
                 Ok(())
             } else {
-                crate::unmount::unmount(&served.mountpoint, served.connection)
+                crate::unmount::unmount_after_release(
+                    &served.mountpoint,
+                    served.connection,
+                    Duration::from_secs(2),
+                )
             };
             match unmounted {
                 Ok(()) => Response::ok(

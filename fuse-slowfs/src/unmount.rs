@@ -32,6 +32,29 @@ pub fn unmount(mountpoint: &Path, connection: Option<u64>) -> io::Result<()> {
     }
 }
 
+/// [`unmount`] right after the daemon released its parked requests: their
+/// callers are still returning (the rest of a read, a close) and keep the
+/// mount busy for a moment. A busy mount is retried for up to `grace` before
+/// it is detached and its connection aborted, so that a released caller gets
+/// its answer, not ECONNABORTED.
+pub fn unmount_after_release(
+    mountpoint: &Path,
+    connection: Option<u64>,
+    grace: std::time::Duration,
+) -> io::Result<()> {
+    use nix::errno::Errno;
+    use nix::mount::{umount2, MntFlags};
+    let deadline = std::time::Instant::now() + grace;
+    while std::time::Instant::now() < deadline {
+        match umount2(mountpoint, MntFlags::empty()) {
+            Err(Errno::EBUSY) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            Ok(()) => return Ok(()),
+            Err(_) => break,
+        }
+    }
+    unmount(mountpoint, connection)
+}
+
 /// Aborts a FUSE connection through fusectl (mounting fusectl if needed): every
 /// request still pending fails with ENOTCONN, so no caller stays blocked.
 pub fn abort_connection(dev: u64) {

@@ -66,7 +66,8 @@ pub fn not_shown<'a>(real: &[Group], model_run: &'a [Group], model: FsModel) -> 
         .collect()
 }
 
-fn allows(group: &Group, model: FsModel) -> bool {
+/// Whether the model run labelled `group` possible under `model`.
+pub fn allows(group: &Group, model: FsModel) -> bool {
     group.models.iter().any(|m| m == model.name())
 }
 

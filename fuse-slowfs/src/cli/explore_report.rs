@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use slowfs::explore::{Cut, Exploration};
 use slowfs_faults::crash::models::FsModel;
-use slowfs_faults::crash::oracle::{not_shown, predictions, Prediction};
+use slowfs_faults::crash::oracle::{allows, not_shown, predictions, Prediction};
 use slowfs_faults::crash::report::Group;
 use slowfs_faults::crash::text::ranges;
 
@@ -258,10 +258,7 @@ impl Report<'_> {
                  not shown by this run (one timeline: not seen, not never){}",
                 run.path.display(),
                 run.groups.len(),
-                run.groups
-                    .iter()
-                    .filter(|g| g.models.iter().any(|m| m == model.name()))
-                    .count(),
+                run.groups.iter().filter(|g| allows(g, model)).count(),
                 unseen.len(),
                 if unseen.is_empty() { "" } else { ":" }
             );

@@ -46,9 +46,23 @@ fn explore_loop_devices() -> Vec<String> {
         .collect()
 }
 
+/// explore's mounts and loop devices still there.
+fn explore_mounts() -> Vec<String> {
+    std::fs::read_to_string("/proc/mounts")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("slowfs-fs-") || l.contains("slowfs-states-"))
+        .map(str::to_string)
+        .collect()
+}
+
 fn assert_nothing_left() {
+    // A killed explore's recording mount is detached by its guard process,
+    // and its loop devices are released, a moment after it dies.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !explore_loop_devices().is_empty() && Instant::now() < deadline {
+    while (!explore_loop_devices().is_empty() || !explore_mounts().is_empty())
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(
@@ -56,13 +70,7 @@ fn assert_nothing_left() {
         Vec::<String>::new(),
         "loop devices left attached"
     );
-    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
-    assert!(
-        !mounts
-            .lines()
-            .any(|l| l.contains("slowfs-fs-") || l.contains("slowfs-states-")),
-        "mounts left: {mounts}"
-    );
+    assert_eq!(explore_mounts(), Vec::<String>::new(), "mounts left");
 }
 
 fn preflight() {

@@ -206,9 +206,25 @@ fn fsync_fails_catches_an_export_that_retries_fsync() {
             .as_array()
             .expect("--json holds the --fsync-fails runs")
             .iter()
-            .map(|run| run["violations"].as_u64().unwrap() as usize)
+            .map(|run| run["report"]["violations"].as_u64().unwrap() as usize)
             .sum();
         assert_eq!(in_json, violations, "--json and the summary agree");
+        // One verdict: the JSON's outcome, its exit code, the printed line
+        // and the process's exit code (the JSON once said "clean" here
+        // while the run exited 1).
+        let verdict = report["verdict"].as_str().unwrap();
+        assert!(stdout.contains(verdict), "the printed verdict: {stdout}");
+        assert_eq!(
+            report["exit_code"].as_i64().map(|c| c as i32),
+            out.status.code(),
+            "JSON exit code: {verdict}"
+        );
+        assert_eq!(
+            report["outcome"]["kind"] == "violations",
+            violations + report["violations"].as_u64().unwrap() as usize > 0,
+            "JSON outcome: {}",
+            report["outcome"]
+        );
         (out.status.code(), failing_runs, violations, stdout)
     };
     let (code, runs, violations, stdout) = run("retry", &[]);

@@ -83,6 +83,38 @@ fn the_explore_html_report_shows_what_the_json_says_in_a_browser() {
         shown.contains("<li class=\"op sync\""),
         "the sync is shown: {shown}"
     );
+    // Files by the names the text and JSON use, never by inode number.
+    assert!(
+        shown.contains(">write doc.tmp [0..10)</li>"),
+        "the timeline names doc.tmp: {shown}"
+    );
+    assert!(
+        !shown.contains("(#") && !shown.contains(" #4"),
+        "an inode number in the page: {shown}"
+    );
+    assert!(shown.contains("Legend"), "a legend for the colours");
+    assert!(
+        shown.contains(&format!("data-exit-code=\"{}\"", report["exit_code"])),
+        "the exit code the JSON says"
+    );
+    assert!(
+        shown.contains("Likely fix: fsync doc.tmp before the rename"),
+        "the fix the violation suggests: {shown}"
+    );
+    assert!(
+        shown.contains("keep it as a CI artifact"),
+        "where the saved run is"
+    );
+    // Every example the JSON has.
+    let examples: usize = groups
+        .iter()
+        .map(|g| g["examples"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(
+        shown.matches("example: crash after").count(),
+        examples,
+        "every example: {shown}"
+    );
     for (i, group) in groups.iter().enumerate() {
         let models: Vec<&str> = group["models"]
             .as_array()

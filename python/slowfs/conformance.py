@@ -11,7 +11,10 @@ One pytest test per cell::
         slowfs.run_cell(DRIVER, suite, seed=2026).check()
 
 ``check()`` fails with the cell's detail and the command that replays it
-unless the cell passed (or is a finding the expectations file lists).
+unless the cell is as expected, by the one rule ``slowfs-conformance run``
+judges by: a cell is unexpected exactly when the report says why in its
+``unexpected`` field (a pass; a caught control; an ``unsupported`` the driver
+explained; a finding the expectations file lists are all as expected).
 """
 
 import json
@@ -49,13 +52,23 @@ class CellResult:
     unexpected: Optional[str]
     seconds: float
     output: str
+    exit_code: int = 0
+
+    @property
+    def as_expected(self) -> bool:
+        """The CLI's rule: nothing unexpected (and so it exited 0)."""
+        return self.unexpected is None
 
     def check(self) -> "CellResult":
-        """Raise ConformanceError unless the cell passed or was expected."""
-        if self.unexpected is None and self.status in ("pass", "caught"):
+        """Raise ConformanceError unless the cell is as expected (as the CLI
+        judges it: its exit code says the same)."""
+        if self.as_expected and self.exit_code == 0:
             return self
-        if self.unexpected is None and self.expected is not None:
-            return self
+        if self.as_expected:
+            raise ConformanceError(
+                f"{self.engine} / {self.suite}: the report calls the cell {self.status} and as "
+                f"expected, but slowfs-conformance exited {self.exit_code}:\n{self.output}"
+            )
         raise ConformanceError(
             f"{self.engine} / {self.suite}: {self.status}"
             + (f" (unexpected: {self.unexpected})" if self.unexpected else "")
@@ -122,4 +135,5 @@ def run_cell(
         unexpected=c.get("unexpected"),
         seconds=c.get("seconds", 0.0),
         output=output,
+        exit_code=done.returncode,
     )

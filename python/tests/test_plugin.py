@@ -273,3 +273,35 @@ def test_conformance_one_cell_per_test():
         cell.check()
     with pytest.raises(ValueError, match="known"):
         slowfs.run_cell("threadpool", "positionned")
+
+
+def minimal_driver(tmp_path):
+    """The protocol doc's minimal driver, as the doc shows it."""
+    with open(os.path.join(ROOT, "docs", "driver-protocol.md")) as f:
+        doc = f.read()
+    section = doc[doc.index("## A minimal driver"):]
+    code = section[section.index("```python\n") + len("```python\n"):]
+    driver = tmp_path / "minimal_driver.py"
+    driver.write_text(code[: code.index("```")])
+    return f"cmd:{sys.executable} {driver}"
+
+
+@pytest.mark.parametrize("suite", ["cancel", "positioned"])
+def test_check_judges_a_cell_as_the_cli_does(tmp_path, suite):
+    # The minimal driver says why it has no cancel: `unsupported` with the
+    # driver's reason is as expected to the CLI (exit 0), so to check() too.
+    driver = minimal_driver(tmp_path)
+    cell = slowfs.run_cell(driver, suite, seed=2026, cases=4)
+    assert cell.exit_code == 0, cell.output
+    assert cell.status == ("unsupported" if suite == "cancel" else "pass"), cell.output
+    cell.check()
+    # The negative control: the same driver without its reasons is unsupported
+    # for no stated reason, which the CLI fails, and so does check().
+    silent = tmp_path / "silent_driver.py"
+    silent.write_text(
+        (tmp_path / "minimal_driver.py").read_text().replace('"unsupported": {', '"_": {')
+    )
+    cell = slowfs.run_cell(f"cmd:{sys.executable} {silent}", "cancel", seed=2026, cases=4)
+    assert cell.exit_code != 0 and cell.unexpected, cell.output
+    with pytest.raises(slowfs.ConformanceError, match="no reason given"):
+        cell.check()

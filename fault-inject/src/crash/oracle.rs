@@ -18,23 +18,54 @@ pub enum Prediction {
     /// The model run has this message but says the model never leaves such
     /// a state: the model is wrong (the worst disagreement).
     SaidNever,
-    /// The model run has no group with this message: its timeline or budget
-    /// did not reach such a state. Not a verdict on the model.
+    /// The model run has no group with this message, and it did not check
+    /// every state: its budget may not have reached such a state. Not a
+    /// verdict on the model.
     NotInModelRun,
+    /// The model run checked every state of every crash point and has no
+    /// group with this message: the model cannot produce the state (a gap
+    /// in the model, as wrong as [`Prediction::SaidNever`]).
+    Gap,
+}
+
+/// What a model run covered, and the settings that decided its states.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelRunScope {
+    /// Every state of every crash point was checked.
+    pub exhaustive: bool,
+    /// Distinct states it checked.
+    pub states: usize,
+    /// `--torn`: the sector its writes tore at, if they could.
+    pub torn_sector: Option<u64>,
 }
 
 impl Prediction {
-    /// How the report says it, for `model`.
-    pub fn describe(self, model: FsModel) -> String {
+    /// Whether the judgement says the model is wrong.
+    pub fn model_is_wrong(self) -> bool {
+        matches!(self, Prediction::SaidNever | Prediction::Gap)
+    }
+
+    /// How the report says it, for `model`, of a model run with `scope`.
+    pub fn describe(self, model: FsModel, scope: &ModelRunScope) -> String {
         match self {
             Prediction::Predicted => format!("predicted by the {model} model"),
             Prediction::SaidNever => format!(
                 "MODEL SAYS NEVER: the model run has this message but says the {model} model \
                  never leaves it (the model is wrong here)"
             ),
-            Prediction::NotInModelRun => "not in the model run (its timeline or budget did not \
-                 reach such a state: not a verdict on the model)"
-                .to_string(),
+            Prediction::NotInModelRun => format!(
+                "not in the model run (it checked {} states but not every state of every crash \
+                 point, so its budget may not have reached such a state: not a verdict on the \
+                 model; give it a larger --max-states){}",
+                scope.states,
+                settings_note(scope)
+            ),
+            Prediction::Gap => format!(
+                "MODEL GAP: the model run checked every state of every crash point and none \
+                 gave this message: the {model} model cannot produce it (the model is missing \
+                 a behaviour of the kernel){}",
+                settings_note(scope)
+            ),
         }
     }
 }
@@ -45,16 +76,28 @@ pub fn predictions(
     real: &[Group],
     model_run: &[Group],
     model: FsModel,
+    scope: &ModelRunScope,
 ) -> Vec<(Prediction, Option<usize>)> {
     real.iter()
         .map(
             |g| match model_run.iter().position(|m| m.message == g.message) {
+                None if scope.exhaustive => (Prediction::Gap, None),
                 None => (Prediction::NotInModelRun, None),
                 Some(i) if allows(&model_run[i], model) => (Prediction::Predicted, Some(i)),
                 Some(i) => (Prediction::SaidNever, Some(i)),
             },
         )
         .collect()
+}
+
+/// What the model run's settings left out, if anything.
+fn settings_note(scope: &ModelRunScope) -> String {
+    match scope.torn_sector {
+        None => "; the model run was made without --torn: writes torn inside a block or \
+                 persisted as their size alone were not among its states"
+            .to_string(),
+        Some(_) => String::new(),
+    }
 }
 
 /// The model run's groups the model allows that `real` did not show (one
@@ -98,7 +141,8 @@ mod tests {
             group("row # missing", &[]),
             group("malformed", &[]),
         ];
-        let on_ext4 = predictions(&real, &model_run, FsModel::Ext4Ordered);
+        let partial = ModelRunScope::default();
+        let on_ext4 = predictions(&real, &model_run, FsModel::Ext4Ordered, &partial);
         assert_eq!(
             on_ext4,
             [
@@ -108,8 +152,17 @@ mod tests {
             ]
         );
         assert_eq!(
-            predictions(&real[..1], &model_run, FsModel::Xfs),
+            predictions(&real[..1], &model_run, FsModel::Xfs, &partial),
             [(Prediction::Predicted, Some(0))]
+        );
+        // A model run that checked every state and never said it: a gap.
+        let exhaustive = ModelRunScope {
+            exhaustive: true,
+            ..partial
+        };
+        assert_eq!(
+            predictions(&real[2..], &model_run, FsModel::Ext4Ordered, &exhaustive),
+            [(Prediction::Gap, None)]
         );
         let unseen: Vec<&str> = not_shown(&real, &model_run, FsModel::Strict)
             .iter()

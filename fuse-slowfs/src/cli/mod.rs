@@ -2,7 +2,7 @@
 
 mod commands;
 mod explore;
-mod explore_report;
+
 mod top;
 
 use std::path::PathBuf;

@@ -2,52 +2,110 @@
 //! a CI artifact: the verdict and coverage, a timeline of the recorded
 //! operations with fsyncs set apart and the crash points where violations were
 //! found marked, then each violation group with the models it can happen on,
-//! its smallest example and the replay command. Built from the same JSON that
-//! `--json` writes, so the two say the same; elements carry `data-` attributes
-//! for checking the page against it.
+//! every example with its replay command. Built from the same typed report
+//! that `--json` serialises, so the two say the same; elements carry `data-`
+//! attributes for checking the page against it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 
-use serde_json::Value;
-use slowfs_faults::durability::LogOp;
+use slowfs_faults::crash::text::describe;
+use slowfs_faults::durability::{LogOp, NodeId};
 
-/// The page for an exploration's JSON report and its recorded operations.
-pub fn page(report: &Value, ops: &[LogOp]) -> String {
-    let groups = report["groups"].as_array().cloned().unwrap_or_default();
-    let marked: BTreeSet<usize> = groups
+use super::report::{ExploreReport, ReportGroup};
+
+/// The page for an exploration's report and its recorded operations,
+/// named as the text and JSON name them (`names`: [`super::report::op_names`]).
+pub fn page(report: &ExploreReport, ops: &[LogOp], names: &HashMap<NodeId, String>) -> String {
+    let marked: BTreeSet<usize> = report
+        .groups
         .iter()
-        .flat_map(|g| points(g["points"].as_str().unwrap_or_default()))
+        .flat_map(|g| points(&g.points))
         .collect();
     let mut out = String::new();
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>slowfs explore: {verdict}</title><style>{STYLE}</style></head><body>\n\
-         <h1>slowfs explore</h1>\n<p class=\"verdict\" data-violations=\"{violations}\">\
-         <strong>{verdict}</strong></p>\n<p>{ops} operations recorded; {states} distinct \
-         states checked ({duplicates} duplicates skipped) in {seconds:.1} s.</p>\n",
-        verdict = escape(report["verdict"].as_str().unwrap_or_default()),
-        violations = report["violations"].as_u64().unwrap_or(0),
+         <h1>slowfs explore</h1>\n<p class=\"verdict {kind}\" data-violations=\"{violations}\" \
+         data-exit-code=\"{exit}\" data-outcome=\"{kind}\"><strong>{verdict}</strong> \
+         (exit code {exit})</p>\n<p>{ops} operations recorded; {states} distinct \
+         states checked ({duplicates} duplicates skipped) in {seconds:.1} s. Model choices: \
+         {choices}.</p>\n",
+        verdict = escape(&report.verdict),
+        kind = outcome_kind(report),
+        exit = report.exit_code,
+        violations = report.violations + report.fsync_fail_violations(),
         ops = ops.len(),
-        states = report["states"].as_u64().unwrap_or(0),
-        duplicates = report["duplicates"].as_u64().unwrap_or(0),
-        seconds = report["seconds"].as_f64().unwrap_or(0.0),
+        states = report.states,
+        duplicates = report.duplicates,
+        seconds = report.seconds,
+        choices = escape(&report.settings.describe()),
     );
-    timeline(&mut out, ops, &marked);
-    let _ = writeln!(out, "<h2>Violation groups ({})</h2>", groups.len());
-    if groups.is_empty() {
+    saved_run(&mut out, report);
+    out.push_str(LEGEND);
+    timeline(&mut out, ops, names, &marked);
+    let _ = writeln!(out, "<h2>Violation groups ({})</h2>", report.groups.len());
+    if report.groups.is_empty() {
         out.push_str("<p>None.</p>\n");
     }
-    for (i, group) in groups.iter().enumerate() {
-        group_section(&mut out, i + 1, group, report["real_fs"].as_str());
+    for (i, group) in report.groups.iter().enumerate() {
+        group_section(&mut out, i + 1, group, report.real_fs.as_deref());
+    }
+    for run in &report.fsync_fails {
+        let _ = writeln!(
+            out,
+            "<h2 class=\"fsync-fails\">When fsync #{} fails: {} violation(s)</h2>",
+            run.failing_fsync, run.report.violations
+        );
+        for (i, group) in run.report.groups.iter().enumerate() {
+            group_section(&mut out, i + 1, group, None);
+        }
     }
     out.push_str("</body></html>\n");
     out
 }
 
+/// The verdict's kind as the JSON's `outcome.kind` spells it.
+fn outcome_kind(report: &ExploreReport) -> String {
+    serde_json::to_value(&report.outcome)
+        .ok()
+        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(String::from))
+        .unwrap_or_else(|| "refused".into())
+}
+
+/// Where the saved run is: the replay commands need it, so a CI keeps it.
+fn saved_run(out: &mut String, report: &ExploreReport) {
+    match &report.saved_run {
+        Some(path) => {
+            let _ = writeln!(
+                out,
+                "<p class=\"saved\">The replay commands below need the saved run \
+                 <code>{}</code>: keep it as a CI artifact beside this page \
+                 (<code>--log-dir DIR</code> chooses where it goes).</p>",
+                escape(&path.display().to_string())
+            );
+        }
+        None if report.violations > 0 => out.push_str(
+            "<p class=\"saved\">The run was not saved: give <code>--log-dir DIR</code> to \
+             replay its states.</p>\n",
+        ),
+        None => {}
+    }
+}
+
+const LEGEND: &str = "<p class=\"legend\">Legend: <span class=\"sync\">green: a sync \
+    (fsync, fdatasync, sync)</span>, <span class=\"meta\">blue: a name or metadata change</span>, \
+    black: a data write or size change, <span class=\"crash\">red line: a crash point where \
+    violations were found</span>.</p>\n";
+
 /// Crash point k is "after k operations": its marker goes before operation k.
-fn timeline(out: &mut String, ops: &[LogOp], marked: &BTreeSet<usize>) {
+fn timeline(
+    out: &mut String,
+    ops: &[LogOp],
+    names: &HashMap<NodeId, String>,
+    marked: &BTreeSet<usize>,
+) {
     out.push_str("<h2>Recorded operations</h2>\n<ol class=\"timeline\" start=\"0\">\n");
     for k in 0..=ops.len() {
         if marked.contains(&k) {
@@ -65,38 +123,28 @@ fn timeline(out: &mut String, ops: &[LogOp], marked: &BTreeSet<usize>) {
         let _ = writeln!(
             out,
             "<li class=\"op {kind}\" data-op=\"{k}\" value=\"{k}\">{}</li>",
-            escape(&op.to_string())
+            escape(&describe(op, names))
         );
     }
     out.push_str("</ol>\n");
 }
 
-fn group_section(out: &mut String, n: usize, group: &Value, real_fs: Option<&str>) {
-    let models: Vec<&str> = group["models"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    let never: Vec<&str> = slowfs_faults::crash::models::FsModel::ALL
-        .iter()
-        .map(|m| m.name())
-        .filter(|name| !models.contains(name))
-        .collect();
+fn group_section(out: &mut String, n: usize, group: &ReportGroup, real_fs: Option<&str>) {
+    let never = group.never();
     let _ = write!(
         out,
         "<section class=\"group\" data-group=\"{n}\" data-models=\"{models}\"><h3>group {n}: \
          {count} violation(s) at crash points {points}</h3><p>checker: <q>{message}</q></p>\
          <p class=\"models\">{labels}</p>",
-        count = group["count"].as_u64().unwrap_or(0),
-        points = escape(group["points"].as_str().unwrap_or_default()),
-        message = escape(group["message"].as_str().unwrap_or_default()),
-        models = escape(&models.join(", ")),
+        count = group.count,
+        points = escape(&group.points),
+        message = escape(&group.message),
+        models = escape(&group.models.join(", ")),
         labels = match real_fs {
             Some(fs) => format!("observed on {} after its own recovery", escape(fs)),
             None => format!(
                 "can happen on: {}; never on: {}",
-                escape(&models.join(", ")),
+                escape(&group.models.join(", ")),
                 match never.join(", ") {
                     none if none.is_empty() => "(none)".to_string(),
                     some => escape(&some),
@@ -104,26 +152,39 @@ fn group_section(out: &mut String, n: usize, group: &Value, real_fs: Option<&str
             ),
         },
     );
-    if let Some(example) = group["examples"].as_array().and_then(|e| e.first()) {
+    if let Some(judged) = group.model {
         let _ = write!(
             out,
-            "<h4>smallest example: crash after {} operation(s), {} pending kept whole</h4><ul class=\"lost\">",
-            example["point"].as_u64().unwrap_or(0),
-            example["kept"].as_u64().unwrap_or(0)
+            "<p class=\"prediction\" data-prediction=\"{:?}\">{}</p>",
+            judged.prediction,
+            escape(
+                &judged
+                    .prediction
+                    .describe(judged.model, &Default::default())
+            )
         );
-        for lost in example["lost"].as_array().into_iter().flatten() {
-            let _ = write!(
-                out,
-                "<li>{}</li>",
-                escape(lost.as_str().unwrap_or_default())
-            );
+    }
+    if let Some(fix) = suggested_fix(group) {
+        let _ = write!(out, "<p class=\"fix\">Likely fix: {}</p>", escape(&fix));
+    }
+    for (i, example) in group.examples.iter().enumerate() {
+        let e = &example.example;
+        let _ = write!(
+            out,
+            "<h4>{} example: crash after {} operation(s), {} pending kept whole</h4><ul class=\"lost\">",
+            if i == 0 { "smallest" } else { "another" },
+            e.point,
+            e.kept
+        );
+        for lost in &e.lost {
+            let _ = write!(out, "<li>{}</li>", escape(lost));
         }
         let _ = write!(
             out,
             "</ul><pre class=\"output\">{}</pre>",
-            escape(example["output"].as_str().unwrap_or_default())
+            escape(&e.output)
         );
-        if let Some(replay) = example["replay"].as_str() {
+        if let Some(replay) = &example.replay {
             let _ = write!(
                 out,
                 "<p>replay: <code class=\"replay\">{}</code></p>",
@@ -132,6 +193,38 @@ fn group_section(out: &mut String, n: usize, group: &Value, real_fs: Option<&str
         }
     }
     out.push_str("</section>\n");
+}
+
+/// The fix a group's smallest example points at: a write that was not
+/// durable when the name publishing it was (fsync it first), or a name
+/// change that was not durable (fsync its directory).
+pub fn suggested_fix(group: &ReportGroup) -> Option<String> {
+    let lost = &group.examples.first()?.example.lost;
+    // `op 2 lost: write doc.tmp [0..10)` -> `write doc.tmp [0..10)`
+    let what: Vec<&str> = lost
+        .iter()
+        .filter_map(|l| l.split_once(": ").map(|(_, w)| w))
+        .collect();
+    let entry = what.iter().find(|w| {
+        ["rename ", "exchange ", "create ", "link ", "remove "]
+            .iter()
+            .any(|kind| w.starts_with(kind))
+    });
+    let write = what.iter().find_map(|w| {
+        w.strip_prefix("write ")
+            .or_else(|| w.strip_prefix("truncate "))
+            .and_then(|rest| rest.split_whitespace().next())
+    });
+    match (write, entry) {
+        (Some(file), None) => Some(format!(
+            "fsync {file} before the rename or link that publishes it (its data was not durable \
+             when its name was)"
+        )),
+        (_, Some(op)) => Some(format!(
+            "fsync the parent directory after `{op}` (the name change was not durable)"
+        )),
+        (None, None) => None,
+    }
 }
 
 /// The crash points of a group's `points` text: `3`, `0..1`, `2, 4..6`.
@@ -167,7 +260,9 @@ const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:2em;color:#222}\
 ol.timeline{font-family:monospace}li.sync{color:#137333;font-weight:600}\
 li.meta{color:#1a73e8}li.crash{list-style:none;color:#d93025;font-weight:600;\
 border-top:2px solid #d93025;margin:.3em 0}section.group{border-top:1px solid #ddd;margin-top:1em}\
-p.models{color:#555}pre{white-space:pre-wrap;background:#f8f9fa;padding:.6em}";
+p.models{color:#555}pre{white-space:pre-wrap;background:#f8f9fa;padding:.6em}\
+span.sync{color:#137333;font-weight:600}span.meta{color:#1a73e8}span.crash{color:#d93025;font-weight:600}\
+p.fix{background:#fef7e0;padding:.4em}p.verdict.violations strong,p.verdict.interrupted strong{color:#d93025}";
 
 #[cfg(test)]
 mod tests {

@@ -26,6 +26,8 @@ mod checker;
 pub mod html;
 pub mod realfs;
 mod record;
+pub mod report;
+pub mod run;
 
 use std::io;
 use std::path::Path;
@@ -49,6 +51,7 @@ pub use block_names::BlockNames;
 pub use checker::{anchored_to, Checker, Judgement, Running, StateRef};
 pub use realfs::{FsSetup, ImageStates, RealFs};
 pub use record::{record, record_over, CheckSettings, Recorded, SavedImage, SavedRun};
+pub use report::{ExploreReport, ExploreVerdict, ModelRun, RefusedInput, ReportContext};
 pub use shards::{log_digest, merge, ShardReport};
 
 /// How to explore.
@@ -147,7 +150,7 @@ impl Progress {
 }
 
 /// What an exploration found.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Exploration {
     /// Operations recorded.
     pub ops: usize,

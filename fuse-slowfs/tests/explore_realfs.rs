@@ -383,3 +383,116 @@ fn a_filesystem_that_is_not_there_is_named_with_the_choices() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("ext4, xfs, btrfs"), "{stderr}");
 }
+
+/// SIGTERM to explore while an `--fs` workload runs reaches the workload at
+/// once (it runs under `unshare --fork`, which blocks SIGTERM while it
+/// waits: explore once heard it only when a 25 s sleep ended), and the run
+/// ends as interrupted with nothing left behind.
+#[test]
+fn sigterm_during_an_fs_workload_ends_it_at_once() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    preflight();
+    let tag = "2519.5";
+    let scratch = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .args([
+            "explore", "--fs", "ext4", "--check", "true", "--", "sh", "-c",
+        ])
+        .arg(format!("echo data > f && sleep {tag}"))
+        .current_dir(scratch.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while processes_running(&format!("sleep {tag}")).is_empty() {
+        assert!(Instant::now() < deadline, "the workload never started");
+        assert!(child.try_wait().unwrap().is_none(), "explore ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let sent = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    // The settle pause (2 s) and the unmount follow the workload's end.
+    let deadline = sent + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("explore still running 15 s after SIGTERM (the workload sleeps for 2519 s)");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    let text = common::text(&out);
+    println!("after {:?}: {status}\n{text}", sent.elapsed());
+    assert_eq!(status.code(), Some(130), "{text}");
+    assert!(text.contains("INTERRUPTED during the workload"), "{text}");
+    assert!(processes_running(&format!("sleep {tag}")).is_empty());
+    assert_nothing_left();
+}
+
+/// A workload that writes nothing in the filesystem gets no verdict (the
+/// filesystem's own journal writes at mount are not the workload's), as
+/// without --fs; one that writes a file (the control) is checked.
+#[test]
+fn an_fs_workload_that_changes_nothing_is_refused_not_clean() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    preflight();
+    let run = |workload: &str| {
+        let scratch = tempfile::tempdir().unwrap();
+        let json = scratch.path().join("r.json");
+        let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+            .args(["explore", "--fs", "ext4", "--check", "true", "--json"])
+            .arg(&json)
+            .args(["--", "sh", "-c", workload])
+            .current_dir(scratch.path())
+            .output()
+            .unwrap();
+        let text = common::text(&out);
+        println!("{workload}:\n{text}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (out.status.code(), text, report)
+    };
+    let (code, text, report) = run("echo x > /dev/null; ls > /dev/null");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("changed nothing in the ext4 filesystem"),
+        "{text}"
+    );
+    assert!(!text.contains("verdict: clean"), "{text}");
+    assert_eq!(report["outcome"]["kind"], "refused", "{report}");
+    assert_eq!(report["exit_code"], 2);
+    let (code, text, _) = run("echo data > f && sync");
+    assert_eq!(code, Some(0), "the control writes a file: {text}");
+    // The image is made as ext4 is deployed: 4 KiB blocks at 64 MiB too.
+    assert!(text.contains("mkfs.ext4 -q -F -b 4096 -I 256"), "{text}");
+    assert_nothing_left();
+}
+
+#[test]
+fn fs_with_backing_says_how_to_give_the_initial_state() {
+    let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .args([
+            "explore",
+            "--fs",
+            "ext4",
+            "--backing",
+            "/tmp",
+            "--check",
+            "true",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("--fs-setup 'cp -a /tmp/. .'"), "{stderr}");
+}

@@ -4,7 +4,6 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use slowfs::explore::report::ReportSettings;
@@ -39,19 +38,12 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     // was found is printed.
     let signals = block_termination();
     {
-        let (stop, running, workload_pid) = (
-            Arc::clone(&plan.config.stop),
-            plan.config.running.clone(),
-            Arc::clone(&plan.workload_pid),
-        );
+        let plan = plan.clone();
         std::thread::spawn(move || loop {
             if let Ok(signal) = signals.wait() {
-                stop.store(true, Ordering::SeqCst);
-                running.stop_all();
-                let pid = workload_pid.load(Ordering::SeqCst);
-                if pid > 0 {
-                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
-                }
+                plan.config.stop.store(true, Ordering::SeqCst);
+                plan.config.running.stop_all();
+                plan.signal_workload(signal);
             }
         });
     }
@@ -74,6 +66,15 @@ fn plan(args: &ExploreArgs) -> anyhow::Result<ExplorePlan> {
     if args.workload.is_empty() {
         bail!("give the workload after --, e.g. slowfs explore --check ./check.sh -- ./export.sh");
     }
+    if let (Some(fs), Some(backing)) = (args.fs, &args.backing) {
+        bail!(
+            "--fs {fs} and --backing {} together: with --fs the workload runs in a fresh {fs} \
+             image, whose initial state --fs-setup makes (e.g. --fs-setup 'cp -a {}/. .'); \
+             --backing is the initial state of a run on the recording mount, without --fs",
+            backing.display(),
+            backing.display()
+        );
+    }
     let mut plan = ExplorePlan::new(args.workload.clone(), check.clone());
     plan.backing = args.backing.clone();
     plan.config = config(args, check);
@@ -87,6 +88,11 @@ fn plan(args: &ExploreArgs) -> anyhow::Result<ExplorePlan> {
             setup.size = size;
         }
         setup.mkfs_args = args.mkfs_args.clone();
+        if let Some(options) = &args.mkfs_options {
+            setup
+                .mkfs_args
+                .extend(options.split_whitespace().map(String::from));
+        }
         if let Some(options) = &args.mount_options {
             setup.mount_options = options.clone();
         }

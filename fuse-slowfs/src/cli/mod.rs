@@ -361,7 +361,7 @@ struct ExploreArgs {
     #[arg(
         long,
         value_name = "FS",
-        conflicts_with_all = ["fsync_fails", "fs_model", "persistent", "ignore", "backing", "shard"]
+        conflicts_with_all = ["fsync_fails", "fs_model", "persistent", "ignore", "shard"]
     )]
     fs: Option<slowfs::explore::RealFs>,
     /// With --fs: the image size (default: ext4 64MiB, btrfs 128MiB, xfs
@@ -376,6 +376,12 @@ struct ExploreArgs {
         allow_hyphen_values = true
     )]
     mkfs_args: Vec<String>,
+    /// With --fs: mkfs options to match your production filesystem, split at
+    /// spaces and given after explore's own (ext4: -b 4096 -I 256; XFS and
+    /// btrfs: their defaults), e.g. --mkfs-options "-O ^metadata_csum -E
+    /// lazy_itable_init=0". explore prints the mkfs command it ran.
+    #[arg(long, value_name = "OPTS", requires = "fs", allow_hyphen_values = true)]
+    mkfs_options: Option<String>,
     /// With --fs: the recorded run's mount options (replacing the default
     /// commit=1), e.g. data=journal, commit=1,noauto_da_alloc, or "" for
     /// the filesystem's own defaults.

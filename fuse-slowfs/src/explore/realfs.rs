@@ -77,9 +77,14 @@ impl RealFs {
         }
     }
 
+    /// mkfs and the arguments that make the filesystem as it is deployed:
+    /// ext4 with 4 KiB blocks and 256-byte inodes whatever the image size
+    /// (plain mkfs.ext4 takes the "small" type below 512 MiB, 1 KiB blocks,
+    /// and the kernel then writes a 4 KiB page as 3 KiB + 1 KiB); XFS and
+    /// btrfs take their defaults at any size.
     fn mkfs(self) -> (&'static str, &'static [&'static str]) {
         match self {
-            RealFs::Ext4 => ("mkfs.ext4", &["-q", "-F"]),
+            RealFs::Ext4 => ("mkfs.ext4", &["-q", "-F", "-b", "4096", "-I", "256"]),
             RealFs::Xfs => ("mkfs.xfs", &["-q", "-f"]),
             RealFs::Btrfs => ("mkfs.btrfs", &["-q", "-f"]),
         }
@@ -225,17 +230,25 @@ impl FsSetup {
         Ok(())
     }
 
+    /// The mkfs command that makes the image at `path` (the user's
+    /// arguments after ours: the last of a repeated option wins).
+    pub fn mkfs_command(&self, path: &Path) -> Vec<String> {
+        let (mkfs, args) = self.fs.mkfs();
+        std::iter::once(mkfs.to_string())
+            .chain(args.iter().map(|a| a.to_string()))
+            .chain(self.mkfs_args.iter().cloned())
+            .chain(std::iter::once(path.display().to_string()))
+            .collect()
+    }
+
     /// Makes the filesystem in a new sparse image `path`.
     pub fn make_image(&self, path: &Path) -> io::Result<()> {
         let file = std::fs::File::create(path)?;
         file.set_len(self.size)?;
         drop(file);
-        let (mkfs, args) = self.fs.mkfs();
-        let out = Command::new(mkfs)
-            .args(args)
-            .args(&self.mkfs_args)
-            .arg(path)
-            .output()?;
+        let command = self.mkfs_command(path);
+        let mkfs = self.fs.mkfs().0;
+        let out = Command::new(&command[0]).args(&command[1..]).output()?;
         if !out.status.success() {
             // mkfs's complaint, not the usage text some print after it.
             let stderr = String::from_utf8_lossy(&out.stderr);
@@ -300,11 +313,28 @@ exit $rc"#;
     /// own: if explore is killed (its workload child gets SIGKILL too, see
     /// `record`), the namespace's first process dies and the kernel kills
     /// every process in it, which releases the mount and its loop device.
-    pub fn workload(&self, mountpoint: &Path, workload: &[OsString]) -> Vec<OsString> {
-        const SCRIPT: &str = r#"fs=$1 mnt=$2 opts=$3 settle=$4; shift 4
+    ///
+    /// `unshare --fork` blocks SIGINT and SIGTERM while it waits, and the
+    /// namespace's first process hears only signals it handles: so the
+    /// script traps them and passes a SIGTERM to the workload
+    /// ([`super::run::ExplorePlan::signal_workload`] signals the script).
+    /// It writes `changed` or `unchanged` to `seen`: whether the workload
+    /// changed anything in the filesystem (a run that changed nothing has
+    /// no crash state to check, whatever the filesystem itself wrote).
+    pub fn workload(&self, mountpoint: &Path, seen: &Path, workload: &[OsString]) -> Vec<OsString> {
+        const SCRIPT: &str = r#"fs=$1 mnt=$2 opts=$3 settle=$4 seen=$5; shift 5
 img="$SLOWFS_MOUNT/image"
 mount -t "$fs" -o "loop${opts:+,$opts}" "$img" "$mnt" || { echo "slowfs explore: cannot mount the $fs image" >&2; exit 125; }
-(cd "$mnt" && SLOWFS_MOUNT="$mnt" exec "$@"); rc=$?
+listing() { (cd "$mnt" && find . -path ./lost+found -prune -o -printf '%p %y %s %m %T@ %l\n' | sort | cksum); }
+before=$(listing)
+exec 3<&0
+(cd "$mnt" && SLOWFS_MOUNT="$mnt" exec "$@" <&3) & wl=$!
+trap 'kill -TERM $wl 2>/dev/null' INT TERM
+wait $wl; rc=$?
+while kill -0 $wl 2>/dev/null; do wait $wl; rc=$?; done
+wait $wl 2>/dev/null; last=$?; [ "$last" = 127 ] || rc=$last
+trap - INT TERM
+if [ "$(listing)" = "$before" ]; then echo unchanged >"$seen"; else echo changed >"$seen"; fi
 sleep "$settle"
 umount "$mnt" || { echo "slowfs explore: the workload left $mnt busy" >&2; exit 125; }
 exit $rc"#;
@@ -328,6 +358,7 @@ exit $rc"#;
         command.push(mountpoint.into());
         command.push(self.mount_options.clone().into());
         command.push(format!("{:.3}", self.settle.as_secs_f64()).into());
+        command.push(seen.into());
         command.extend(workload.iter().cloned());
         command
     }

@@ -69,6 +69,29 @@ impl Explored {
 }
 
 impl ExplorePlan {
+    /// Passes `signal` (a Ctrl-C, a SIGTERM explore heard) to the running
+    /// workload, if one runs. With `--fs` the workload runs under `unshare
+    /// --fork`, which blocks both while it waits: the script it runs (the
+    /// namespace's first process, its child) hears them and ends the
+    /// workload with a SIGTERM.
+    pub fn signal_workload(&self, signal: nix::sys::signal::Signal) {
+        use nix::sys::signal::kill;
+        use nix::unistd::Pid;
+        let pid = self.workload_pid.load(Ordering::SeqCst);
+        if pid <= 0 {
+            return;
+        }
+        if self.real_fs.is_none() {
+            let _ = kill(Pid::from_raw(pid), signal);
+            return;
+        }
+        let children =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+            let _ = kill(Pid::from_raw(child), signal);
+        }
+    }
+
     /// A plan to explore `workload` with `check`, everything else default.
     pub fn new(workload: Vec<OsString>, check: impl Into<String>) -> ExplorePlan {
         ExplorePlan {
@@ -119,9 +142,10 @@ pub fn run(plan: &ExplorePlan, mut progress: impl FnMut(&Progress)) -> io::Resul
         }));
     }
     let nothing = match &recorded.real {
-        Some(real) if real.device.epochs().is_empty() => Some(format!(
-            "the {} filesystem wrote nothing to its disk during the workload, so there is no \
-             crash state to check: does the workload write in its working directory?",
+        Some(real) if real.device.epochs().is_empty() || !real.changed => Some(format!(
+            "the workload changed nothing in the {} filesystem, so there is no crash state to \
+             check. It runs in the filesystem's root (its working directory, SLOWFS_MOUNT): make \
+             it write there",
             real.setup.fs
         )),
         None if recorded.log.ops().is_empty() => Some(
@@ -227,6 +251,8 @@ struct RealRun {
     device: Arc<Device>,
     /// What the written blocks hold at the end of the workload.
     names: BlockNames,
+    /// Whether the workload changed anything in the filesystem.
+    changed: bool,
     node: u64,
     _dir: tempfile::TempDir,
 }
@@ -263,11 +289,16 @@ fn record_on_real_fs(
     setup.preflight()?;
     let dir = tempfile::Builder::new().prefix("slowfs-fs-").tempdir()?;
     let base = dir.path().join("base.img");
+    eprintln!(
+        "slowfs explore: making the image: {}",
+        setup.mkfs_command(Path::new("IMAGE")).join(" ")
+    );
     setup
         .make_image(&base)
         .map_err(|e| io::Error::new(e.kind(), format!("making the {fs} image: {e}")))?;
     let mountpoint = dir.path().join("fs");
     std::fs::create_dir(&mountpoint)?;
+    let seen = dir.path().join("changed");
     if let Some(command) = populate {
         setup.populate(&base, &mountpoint, command)?;
     }
@@ -292,7 +323,7 @@ fn record_on_real_fs(
             workload[0] = std::env::current_dir()?.join(&workload[0]).into_os_string();
         }
         record_over(
-            &setup.workload(&mountpoint, &workload),
+            &setup.workload(&mountpoint, &seen, &workload),
             &backing,
             initial,
             None,
@@ -315,10 +346,12 @@ fn record_on_real_fs(
             );
             Default::default()
         });
+    let changed = std::fs::read_to_string(&seen).is_ok_and(|s| s.trim() == "changed");
     Ok(RecordedRun {
         log: recorded.log,
         status: recorded.status,
         real: Some(RealRun {
+            changed,
             setup: setup.clone(),
             base,
             device: Arc::new(device),

@@ -16,7 +16,7 @@
 //! let mut log = Log::new(Tree::empty(1));
 //! log.push(LogOp::Create { dir: 1, name: "f".into(), node: 2, kind: NodeKind::File });
 //! log.push(LogOp::Write { node: 2, offset: 0, data: b"data".to_vec() });
-//! log.push(LogOp::Fsync { node: 2 });
+//! log.push(LogOp::Fsync { node: 2, datasync: false });
 //! // The file's data is durable, its directory entry is not: it may vanish.
 //! assert!(log.durable_state(3).lookup("f").is_none());
 //! log.push(LogOp::FsyncDir { dir: 1 });
@@ -120,6 +120,10 @@ pub enum LogOp {
     Fsync {
         /// The file.
         node: NodeId,
+        /// fdatasync: a journal commits at it only when the file's size or
+        /// allocation changed ([`crate::crash::models`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        datasync: bool,
     },
     /// fsync of a directory: its entries are durable.
     FsyncDir {
@@ -135,7 +139,7 @@ impl LogOp {
     /// fingerprint's canonical ones).
     pub fn nodes_mut(&mut self) -> Vec<&mut NodeId> {
         match self {
-            LogOp::Write { node, .. } | LogOp::SetLen { node, .. } | LogOp::Fsync { node } => {
+            LogOp::Write { node, .. } | LogOp::SetLen { node, .. } | LogOp::Fsync { node, .. } => {
                 vec![node]
             }
             LogOp::Create { dir, node, .. } | LogOp::Link { dir, node, .. } => vec![dir, node],
@@ -371,7 +375,7 @@ impl Tree {
             self.nodes.entry(*node).or_insert_with(|| kind.fresh());
         }
         match op {
-            LogOp::Fsync { node } => {
+            LogOp::Fsync { node, .. } => {
                 if let Some(n @ Node::File(_)) = volatile.nodes.get(node) {
                     self.nodes.insert(*node, n.clone());
                 }
@@ -616,7 +620,7 @@ impl Log {
                 if let Some(node) = op.data_node() {
                     return !later
                         .iter()
-                        .any(|o| matches!(o, LogOp::Fsync { node: n } if *n == node));
+                        .any(|o| matches!(o, LogOp::Fsync { node: n, .. } if *n == node));
                 }
                 let dirs = op.dirs();
                 !dirs.iter().all(|d| {
@@ -737,7 +741,7 @@ impl fmt::Display for LogOp {
                     "rename"
                 }
             ),
-            LogOp::Fsync { node } => write!(f, "fsync(#{node})"),
+            LogOp::Fsync { node, .. } => write!(f, "fsync(#{node})"),
             LogOp::FsyncDir { dir } => write!(f, "fsync_dir(#{dir})"),
             LogOp::Sync => write!(f, "sync"),
         }
@@ -858,7 +862,10 @@ mod tests {
             offset: 0,
             data: data.to_vec(),
         });
-        log.push(LogOp::Fsync { node: file });
+        log.push(LogOp::Fsync {
+            node: file,
+            datasync: false,
+        });
         log
     }
 

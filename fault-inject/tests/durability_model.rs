@@ -50,7 +50,7 @@ fn op() -> impl Strategy<Value = LogOp> {
                 from_dir, from_name, to_dir, to_name, node: 0, exchanged: exchange.then_some(0)
             }
         ),
-        2 => node.prop_map(|node| LogOp::Fsync { node }),
+        2 => (node, any::<bool>()).prop_map(|(node, datasync)| LogOp::Fsync { node, datasync }),
         2 => dir.prop_map(|dir| LogOp::FsyncDir { dir }),
         1 => Just(LogOp::Sync),
     ]
@@ -85,7 +85,7 @@ fn reference(log: &Log, k: usize) -> Tree {
         let synced = if is_dir {
             last(&|o| matches!(o, LogOp::FsyncDir { dir } if *dir == id))
         } else {
-            last(&|o| matches!(o, LogOp::Fsync { node } if *node == id))
+            last(&|o| matches!(o, LogOp::Fsync { node, .. } if *node == id))
         };
         let node = match synced {
             Some(t) => log.volatile_state(t + 1).nodes.get(&id).cloned(),
@@ -167,7 +167,7 @@ fn build(ops: Vec<LogOp>) -> Log {
                     exchanged,
                 }
             }
-            LogOp::Write { node, .. } | LogOp::SetLen { node, .. } | LogOp::Fsync { node } => {
+            LogOp::Write { node, .. } | LogOp::SetLen { node, .. } | LogOp::Fsync { node, .. } => {
                 if !matches!(now.nodes.get(&node), Some(Node::File(_))) {
                     continue;
                 }
@@ -210,7 +210,10 @@ proptest! {
 #[test]
 fn a_rename_needs_both_parents_synced() {
     let mut log = Log::new(initial());
-    log.push(LogOp::Fsync { node: 10 });
+    log.push(LogOp::Fsync {
+        node: 10,
+        datasync: false,
+    });
     log.push(LogOp::Rename {
         from_dir: ROOT,
         from_name: "a".into(),

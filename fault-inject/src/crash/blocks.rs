@@ -78,7 +78,7 @@ impl Device {
                     );
                     current.push(i);
                 }
-                LogOp::Fsync { node } if *node == image => flush(&mut epochs, &mut current, i),
+                LogOp::Fsync { node, .. } if *node == image => flush(&mut epochs, &mut current, i),
                 LogOp::Sync => flush(&mut epochs, &mut current, i),
                 LogOp::Write { .. } => {}
                 op if op.clone().nodes_mut().into_iter().any(|n| *n == image) => {
@@ -433,7 +433,10 @@ mod tests {
         };
         log.push(write(0, 1));
         log.push(write(4096, 2));
-        log.push(LogOp::Fsync { node: IMAGE });
+        log.push(LogOp::Fsync {
+            node: IMAGE,
+            datasync: false,
+        });
         log.push(write(0, 3));
         log.push(write(8192, 4));
         log.push(write(0, 3)); // the same content again

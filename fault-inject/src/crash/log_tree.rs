@@ -48,7 +48,7 @@ impl LogTree {
         let mut created: HashMap<NodeId, usize> = HashMap::new();
         for (i, op) in ops.iter().enumerate() {
             let target = match op {
-                LogOp::Fsync { node } => Some(*node),
+                LogOp::Fsync { node, .. } => Some(*node),
                 LogOp::FsyncDir { dir } => Some(*dir),
                 _ => None,
             };

@@ -10,8 +10,12 @@
 //! * **metadata in log order** (both): create, link, remove, rename and
 //!   truncate go through the journal (ext4) or log (XFS) in order, whole: a
 //!   crash keeps a prefix of them;
-//! * **an fsync commits** (both): an fsync, fdatasync or directory fsync
-//!   forces the journal, so every metadata operation before it persists;
+//! * **an fsync commits what its inode needs** (both): an fsync, fdatasync
+//!   or directory fsync forces the journal up to the transaction holding
+//!   the synced inode's last change (for fdatasync: its last size change or
+//!   allocating write; none after in-place overwrites), so every metadata
+//!   operation up to that change persists, and later ones need not
+//!   (`SyncReach` cites the kernel functions);
 //! * **allocated data after its metadata** (both): a write that needs new
 //!   blocks (it reaches past the file's size in the durable tree the log
 //!   starts from) becomes visible through an allocation logged no earlier
@@ -62,10 +66,7 @@
 //! without copy-on-write (`chattr +C`, `nodatacow`) are overwritten in place,
 //! so their overwrites can persist past the last transaction: not modelled.
 //!
-//! Not modelled: the flush on close after a truncate to zero (ext4 and XFS),
-//! and an fdatasync that skips the commit because the data needs no metadata
-//! (counted as a commit: a model may then call "never" a state an
-//! fdatasync-only program can reach).
+//! Not modelled: the flush on close after a truncate to zero (ext4 and XFS).
 //!
 //! Every model allows a subset of the states of the one it refines
 //! ([`FsModel::refines`]): strict allows them all. A state is a strict state
@@ -172,8 +173,124 @@ pub struct ModelFacts {
     /// For a rename over an existing name: the writes to the renamed node
     /// before it (ext4 writes their data before the rename commits).
     replacing: Vec<Option<Vec<usize>>>,
+    /// For an fsync, fdatasync or directory fsync: the operations before
+    /// this index are committed by it (it forces the journal or log only up
+    /// to the transaction holding the synced inode's last change: see
+    /// [`SyncReach`]); `None` where it forces nothing.
+    commits_upto: Vec<Option<usize>>,
     /// Which operations btrfs's fsyncs log.
     log_tree: LogTree,
+}
+
+/// How far an fsync forces a journal (ext4's jbd2, XFS's log): to the
+/// transaction holding the last change of the synced inode, not to the
+/// fsync itself. Everything before that change is committed with it; what
+/// came after may sit in a later, uncommitted transaction (the running one
+/// is usually committed too, but a periodic commit between the change and
+/// the fsync leaves later operations pending).
+///
+/// * ext4: `ext4_sync_file` -> `ext4_fsync_journal` commits
+///   `datasync ? ei->i_datasync_tid : ei->i_sync_tid` with
+///   `jbd2_complete_transaction`, which does nothing for a transaction
+///   already committed. `i_sync_tid` moves at every change of the inode
+///   (timestamps included, `ext4_update_inode_fsync_trans`);
+///   `i_datasync_tid` only at changes fdatasync needs: block allocation
+///   (`ext4_map_blocks`) and size (`ext4_setattr`, writeback's
+///   `i_disksize` update).
+/// * XFS: `xfs_file_fsync` -> `xfs_fsync_flush_log` -> `xfs_fsync_seq`
+///   forces the log to the inode's `ili_commit_seq`, and for fdatasync not
+///   at all when only timestamps are dirty (`ili_fsync_fields &
+///   ~XFS_ILOG_TIMESTAMP` empty); `xfs_dir_fsync` likewise for a directory.
+///
+/// So an fdatasync after in-place overwrites (only timestamps change)
+/// commits nothing: a file created before it is still not durable when it
+/// returns (seen on real ext4 and XFS, issue 43).
+#[derive(Debug, Default)]
+struct SyncReach {
+    /// Per inode: its last change of any kind (what fsync forces).
+    changed: HashMap<NodeId, usize>,
+    /// Per file: its last size change or allocating write (what fdatasync
+    /// forces).
+    data_changed: HashMap<NodeId, usize>,
+    /// Per file: its size as the log has it so far.
+    sizes: HashMap<NodeId, u64>,
+}
+
+impl SyncReach {
+    /// Notes operation `i`, `tree` being the shape before it; returns how
+    /// far it commits, if it is a sync.
+    fn see(
+        &mut self,
+        log: &Log,
+        tree: &crate::durability::Tree,
+        i: usize,
+        op: &LogOp,
+    ) -> Option<usize> {
+        let entry = |dir: &NodeId, name: &str| match tree.nodes.get(dir) {
+            Some(Node::Dir(entries)) => entries.get(name).copied(),
+            _ => None,
+        };
+        let mut touch = |nodes: &[Option<NodeId>]| {
+            for node in nodes.iter().flatten() {
+                self.changed.insert(*node, i);
+            }
+        };
+        match op {
+            LogOp::Write { node, offset, data } => {
+                touch(&[Some(*node)]);
+                let size = self.size(log, *node);
+                let end = offset + data.len() as u64;
+                if end > size {
+                    self.sizes.insert(*node, end);
+                    self.data_changed.insert(*node, i);
+                }
+            }
+            LogOp::SetLen { node, len } => {
+                touch(&[Some(*node)]);
+                self.sizes.insert(*node, *len);
+                self.data_changed.insert(*node, i);
+            }
+            LogOp::Create { dir, node, .. } | LogOp::Link { dir, node, .. } => {
+                touch(&[Some(*dir), Some(*node)]);
+            }
+            LogOp::Remove { dir, name } => touch(&[Some(*dir), entry(dir, name)]),
+            LogOp::Rename {
+                from_dir,
+                to_dir,
+                to_name,
+                node,
+                exchanged,
+                ..
+            } => touch(&[
+                Some(*from_dir),
+                Some(*to_dir),
+                Some(*node),
+                *exchanged,
+                entry(to_dir, to_name),
+            ]),
+            LogOp::Fsync { node, datasync } => {
+                let last = if *datasync {
+                    self.data_changed.get(node)
+                } else {
+                    self.changed.get(node)
+                };
+                return last.map(|j| j + 1);
+            }
+            LogOp::FsyncDir { dir } => return self.changed.get(dir).map(|j| j + 1),
+            LogOp::Sync => return Some(i),
+        }
+        None
+    }
+
+    fn size(&mut self, log: &Log, node: NodeId) -> u64 {
+        *self
+            .sizes
+            .entry(node)
+            .or_insert_with(|| match log.initial().nodes.get(&node) {
+                Some(Node::File(bytes)) => bytes.len() as u64,
+                _ => 0,
+            })
+    }
 }
 
 impl ModelFacts {
@@ -192,7 +309,10 @@ impl ModelFacts {
         };
         // Per file: its first write past its initial size.
         let mut first_allocating: HashMap<NodeId, usize> = HashMap::new();
+        let mut reach = SyncReach::default();
+        let mut commits_upto = Vec::with_capacity(n);
         for (i, op) in log.ops().iter().enumerate() {
+            commits_upto.push(reach.see(log, &tree, i, op));
             let mut replaced = None;
             let (is_metadata, allocation) = match op {
                 LogOp::Write { node, offset, data } => {
@@ -237,6 +357,7 @@ impl ModelFacts {
             metadata,
             allocating_from,
             replacing,
+            commits_upto,
             log_tree: LogTree::new(log),
         }
     }
@@ -253,9 +374,9 @@ impl ModelFacts {
     ) -> bool {
         match model {
             FsModel::Strict => true,
-            FsModel::Xfs => self.journal(log, point, pending, kept),
+            FsModel::Xfs => self.journal(point, pending, kept),
             FsModel::Ext4Ordered => {
-                self.journal(log, point, pending, kept)
+                self.journal(point, pending, kept)
                     && self.data_before_replacing_rename(point, pending, kept)
             }
             FsModel::Btrfs => self.transactions_and_log_tree(log, point, pending, kept),
@@ -281,7 +402,7 @@ impl ModelFacts {
     /// each operation whole; an fsync commits every one before it; a kept
     /// write that needed new blocks keeps every metadata operation before
     /// the allocation it waited for.
-    fn journal(&self, log: &Log, point: usize, pending: &[usize], kept: &Kept) -> bool {
+    fn journal(&self, point: usize, pending: &[usize], kept: &Kept) -> bool {
         let whole = |i: usize| kept.get(&i) == Some(&Keep::Whole);
         let journaled: Vec<usize> = pending
             .iter()
@@ -293,15 +414,11 @@ impl ModelFacts {
             return false;
         }
         // The first pending metadata operation not kept: nothing logged after
-        // it persisted.
+        // it persisted, and no sync before the crash committed it.
         let first_lost = journaled.get(prefix).copied();
-        let ops = &log.ops()[..point];
-        if let (Some(lost), Some(last_commit)) = (
-            first_lost,
-            ops.iter()
-                .rposition(|op| matches!(op, LogOp::Fsync { .. } | LogOp::FsyncDir { .. })),
-        ) {
-            if lost < last_commit {
+        let committed = self.commits_upto[..point].iter().flatten().max();
+        if let (Some(lost), Some(&committed)) = (first_lost, committed) {
+            if lost < committed {
                 return false;
             }
         }
@@ -402,7 +519,10 @@ mod tests {
             offset: 1 << 40,
             data: vec![7; 512],
         });
-        log.push(LogOp::Fsync { node: 2 });
+        log.push(LogOp::Fsync {
+            node: 2,
+            datasync: false,
+        });
         let facts = ModelFacts::new(&log);
         assert_eq!(facts.metadata, [false, false]);
     }
@@ -556,7 +676,10 @@ mod tests {
     #[test]
     fn each_model_allows_a_subset_of_the_one_before() {
         let mut synced = replace_via_rename();
-        synced.push(LogOp::Fsync { node: 3 });
+        synced.push(LogOp::Fsync {
+            node: 3,
+            datasync: false,
+        });
         synced.push(LogOp::Write {
             node: 3,
             offset: 0,
@@ -588,7 +711,10 @@ mod tests {
     #[test]
     fn an_fsync_commits_the_metadata_before_it() {
         let mut log = replace_via_rename();
-        log.push(LogOp::Fsync { node: 3 });
+        log.push(LogOp::Fsync {
+            node: 3,
+            datasync: false,
+        });
         let facts = ModelFacts::new(&log);
         let pending = log.pending(4);
         // The fsync made node 3's data durable; the create and rename stay
@@ -598,6 +724,68 @@ mod tests {
             |ops: &[usize]| facts.allows(FsModel::Ext4Ordered, &log, 4, &pending, &kept(ops));
         assert!(!ext4(&[]));
         assert!(ext4(&pending));
+    }
+
+    /// The fdatasync workload of issue 43: after in-place overwrites only
+    /// timestamps change, so neither ext4 nor XFS commits at fdatasync and
+    /// `baz`, created before it, may be lost; an fsync (the control) forces
+    /// the transaction holding foo's last change, which holds the create.
+    #[test]
+    fn fdatasync_after_overwrites_commits_nothing_and_fsync_does() {
+        let run = |datasync: bool| {
+            let mut tree = Tree::empty(1);
+            tree.nodes.insert(
+                1,
+                Node::Dir(std::collections::BTreeMap::from([("foo".into(), 2)])),
+            );
+            tree.nodes.insert(2, Node::File(vec![b'o'; 8192]));
+            let mut log = Log::new(tree);
+            let overwrite = |offset: u64| LogOp::Write {
+                node: 2,
+                offset,
+                data: vec![b'n'; 4096],
+            };
+            log.push(LogOp::Write {
+                node: 2,
+                offset: 0,
+                data: vec![b'o'; 4096],
+            });
+            log.push(create(1, "baz", 3, NodeKind::File));
+            log.push(overwrite(0));
+            log.push(LogOp::Fsync { node: 2, datasync });
+            log.push(overwrite(4096));
+            log.push(LogOp::Fsync { node: 2, datasync });
+            let facts = ModelFacts::new(&log);
+            let pending = log.pending(6);
+            assert_eq!(pending, vec![1], "only the create is pending under strict");
+            FsModel::ALL
+                .iter()
+                .filter(|m| facts.allows(**m, &log, 6, &pending, &kept(&[])))
+                .map(|m| m.name())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(true), ["strict", "xfs", "ext4-ordered", "btrfs"]);
+        let with_fsync = run(false);
+        assert!(
+            !with_fsync.contains(&"xfs") && !with_fsync.contains(&"ext4-ordered"),
+            "{with_fsync:?}"
+        );
+        // An appending write changes the size: fdatasync then commits.
+        let mut log = Log::new(Tree::empty(1));
+        log.push(create(1, "foo", 2, NodeKind::File));
+        log.push(create(1, "baz", 3, NodeKind::File));
+        log.push(LogOp::Write {
+            node: 2,
+            offset: 0,
+            data: b"data".to_vec(),
+        });
+        log.push(LogOp::Fsync {
+            node: 2,
+            datasync: true,
+        });
+        let facts = ModelFacts::new(&log);
+        let pending = log.pending(4);
+        assert!(!facts.allows(FsModel::Xfs, &log, 4, &pending, &kept(&[])));
     }
 
     /// btrfs: an fsync logs its file with its name and the new directories
@@ -614,7 +802,10 @@ mod tests {
             offset: 0,
             data: b"data".to_vec(),
         });
-        log.push(LogOp::Fsync { node: 4 });
+        log.push(LogOp::Fsync {
+            node: 4,
+            datasync: false,
+        });
         log.push(create(1, "later", 5, NodeKind::File));
         let facts = ModelFacts::new(&log);
         let pending = log.pending(6);
@@ -698,7 +889,10 @@ mod tests {
             offset: 0,
             data: b"new".to_vec(),
         });
-        log.push(LogOp::Fsync { node: 3 });
+        log.push(LogOp::Fsync {
+            node: 3,
+            datasync: false,
+        });
         assert_eq!(log.pending(3), vec![0]);
         assert!(
             btrfs(&log, 3, &[]),
@@ -709,7 +903,10 @@ mod tests {
         log.push(create(1, "other", 4, NodeKind::File));
         log.push(create(2, "x", 5, NodeKind::File));
         log.push(rename(2, "f", "g", 3));
-        log.push(LogOp::Fsync { node: 3 });
+        log.push(LogOp::Fsync {
+            node: 3,
+            datasync: false,
+        });
         assert!(btrfs(&log, 4, &[1, 2]), "the parent logged, not /other");
         assert!(!btrfs(&log, 4, &[2]), "the parent logged whole: x kept");
         // D old; create /other, D/sub and sub/y, fsync D: sub's entries logged.
@@ -730,7 +927,10 @@ mod tests {
         let mut log = Log::new(tree(&[(1, "a", 2), (2, "f", 3)], &[3], &[2]));
         log.push(create(1, "other", 4, NodeKind::File));
         log.push(create(2, "g", 5, NodeKind::File));
-        log.push(LogOp::Fsync { node: 5 });
+        log.push(LogOp::Fsync {
+            node: 5,
+            datasync: false,
+        });
         assert!(btrfs(&log, 2, &[]) && !btrfs(&log, 3, &[]));
         // Appends in order: the second without the first, never.
         let mut log = Log::new(tree(&[(1, "f", 2)], &[2], &[]));

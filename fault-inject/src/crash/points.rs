@@ -38,7 +38,9 @@ impl Pending {
                 dirs.dedup();
                 self.ops.push((i, dirs));
             }
-            LogOp::Fsync { node } => self.ops.retain(|(p, _)| ops[*p].data_node() != Some(*node)),
+            LogOp::Fsync { node, .. } => {
+                self.ops.retain(|(p, _)| ops[*p].data_node() != Some(*node))
+            }
             LogOp::FsyncDir { dir } => {
                 for (_, dirs) in &mut self.ops {
                     dirs.retain(|d| d != dir);
@@ -160,7 +162,10 @@ mod tests {
             offset: 0,
             data: b"x".to_vec(),
         });
-        log.push(LogOp::Fsync { node: 2 });
+        log.push(LogOp::Fsync {
+            node: 2,
+            datasync: false,
+        });
         log.push(LogOp::Create {
             dir: 1,
             name: "b".into(),

@@ -84,7 +84,7 @@ pub fn describe(op: &LogOp, names: &HashMap<NodeId, String>) -> String {
             entry(from_dir, from_name),
             entry(to_dir, to_name)
         ),
-        LogOp::Fsync { node } => format!("fsync {}", name(node)),
+        LogOp::Fsync { node, .. } => format!("fsync {}", name(node)),
         LogOp::FsyncDir { dir } => format!(
             "fsync dir {}",
             if name(dir).is_empty() {
@@ -109,7 +109,7 @@ pub fn paths_of(op: &LogOp, names: &HashMap<NodeId, String>) -> Vec<String> {
         }
     };
     match op {
-        LogOp::Write { node, .. } | LogOp::SetLen { node, .. } | LogOp::Fsync { node } => {
+        LogOp::Write { node, .. } | LogOp::SetLen { node, .. } | LogOp::Fsync { node, .. } => {
             vec![name(node)]
         }
         LogOp::Create { dir, name: n, .. }
@@ -232,6 +232,15 @@ mod tests {
         let names = node_names(&log);
         assert_eq!(names[&299], "f199");
         assert_eq!(names[&10], "d/late");
-        assert_eq!(describe(&LogOp::Fsync { node: 10 }, &names), "fsync d/late");
+        assert_eq!(
+            describe(
+                &LogOp::Fsync {
+                    node: 10,
+                    datasync: false
+                },
+                &names
+            ),
+            "fsync d/late"
+        );
     }
 }

@@ -67,8 +67,9 @@ pub(super) enum Change<'a> {
     },
     /// `name` left backing directory `dir` (unlink or rmdir).
     Removed { dir: NodeId, name: &'a OsStr },
-    /// fsync/fdatasync of inode `ino` (`dir`: fsync of a directory).
-    Synced { ino: u64, dir: bool },
+    /// fsync/fdatasync of inode `ino` (`dir`: fsync of a directory;
+    /// `datasync`: fdatasync, which the models tell apart).
+    Synced { ino: u64, dir: bool, datasync: bool },
     /// sync(2)/syncfs(2) seen from the workload's side.
     SyncedAll,
 }

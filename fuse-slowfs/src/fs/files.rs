@@ -506,6 +506,7 @@ impl SlowFs {
                         inner.changed(Change::Synced {
                             ino: ino.0,
                             dir: op == Op::Fsyncdir,
+                            datasync,
                         });
                         Ok(())
                     })

@@ -81,7 +81,7 @@ impl Recorder {
             .ops
             .iter()
             .rposition(|op| {
-                matches!(op, LogOp::Fsync { node } if *node == id) || *op == LogOp::Sync
+                matches!(op, LogOp::Fsync { node, .. } if *node == id) || *op == LogOp::Sync
             })
             .map_or(0, |i| i + 1);
         let before = state.ops.len();
@@ -190,11 +190,16 @@ impl Inner {
                 dir,
                 name: name(entry),
             },
-            Change::Synced { ino, dir: true } => LogOp::FsyncDir {
+            Change::Synced { ino, dir: true, .. } => LogOp::FsyncDir {
                 dir: self.node(ino)?,
             },
-            Change::Synced { ino, dir: false } => LogOp::Fsync {
+            Change::Synced {
+                ino,
+                dir: false,
+                datasync,
+            } => LogOp::Fsync {
                 node: self.node(ino)?,
+                datasync,
             },
             Change::SyncedAll => LogOp::Sync,
         })

@@ -578,6 +578,31 @@ impl Log {
         hasher.finish()
     }
 
+    /// Whether write `i` reaches past its file's size as the operations
+    /// before it leave it: the writes whose size can persist without their
+    /// data (delayed allocation, unwritten extents).
+    pub fn extends_size(&self, i: usize) -> bool {
+        let LogOp::Write { node, offset, data } = &self.ops[i] else {
+            return false;
+        };
+        let mut size = match self.initial.nodes.get(node) {
+            Some(Node::File(bytes)) => bytes.len() as u64,
+            _ => 0,
+        };
+        for op in &self.ops[..i] {
+            match op {
+                LogOp::Write {
+                    node: n,
+                    offset,
+                    data,
+                } if n == node => size = size.max(offset + data.len() as u64),
+                LogOp::SetLen { node: n, len } if n == node => size = *len,
+                _ => {}
+            }
+        }
+        offset + data.len() as u64 > size
+    }
+
     /// The initial tree.
     pub fn initial(&self) -> &Tree {
         &self.initial

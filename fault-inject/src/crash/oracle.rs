@@ -35,8 +35,11 @@ pub struct ModelRunScope {
     pub exhaustive: bool,
     /// Distinct states it checked.
     pub states: usize,
-    /// `--torn`: the sector its writes tore at, if they could.
+    /// The size its writes tore at, if they could.
     pub torn_sector: Option<u64>,
+    /// Whether its writes could persist as their size alone.
+    #[serde(default)]
+    pub size_only: bool,
 }
 
 impl Prediction {
@@ -92,11 +95,15 @@ pub fn predictions(
 
 /// What the model run's settings left out, if anything.
 fn settings_note(scope: &ModelRunScope) -> String {
-    match scope.torn_sector {
-        None => "; the model run was made without --torn: writes torn inside a block or \
-                 persisted as their size alone were not among its states"
+    match (scope.torn_sector, scope.size_only) {
+        (Some(_), true) => String::new(),
+        (None, _) => "; the model run's writes did not tear (--whole-writes): torn writes were \
+                      not among its states"
             .to_string(),
-        Some(_) => String::new(),
+        (Some(_), false) => "; the model run's writes could not persist as their size alone \
+                             (--whole-writes or an older slowfs): such states were not among \
+                             its states"
+            .to_string(),
     }
 }
 

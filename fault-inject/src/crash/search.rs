@@ -39,6 +39,9 @@ pub struct SearchConfig {
     pub last: usize,
     /// Pending writes may tear at boundaries of this many bytes.
     pub sector: Option<u64>,
+    /// A pending write that grows its file may persist as its size alone,
+    /// the new bytes zeros (delayed allocation, unwritten extents).
+    pub size_only: bool,
     /// Check a state once per crash point it occurs at, not once in all.
     pub per_point: bool,
     /// Paths left out of every state (already compiled).
@@ -59,6 +62,7 @@ impl SearchConfig {
             first: 0,
             last: ops,
             sector: None,
+            size_only: false,
             per_point: false,
             ignore: globset::GlobSet::empty(),
             seed: 1,
@@ -269,8 +273,12 @@ impl<'a> Search<'a> {
                 Phase::Done => return None,
                 Phase::Extremes(sweep) => match sweep.next() {
                     Some(point) => {
-                        let states =
-                            PointStates::new(self.log, &point.pending, self.config.sector, true);
+                        let states = PointStates::new(
+                            self.log,
+                            &point.pending,
+                            self.config.sector,
+                            self.config.size_only,
+                        );
                         let slot = point.k - self.config.first;
                         self.coverage[slot].high_yield = states.high_yield_len();
                         self.coverage[slot].states = states.count();
@@ -296,7 +304,7 @@ impl<'a> Search<'a> {
                                     self.log,
                                     &point.pending,
                                     self.config.sector,
-                                    true,
+                                    self.config.size_only,
                                 );
                                 *current = Some((point, states, 0));
                             }
@@ -352,7 +360,12 @@ impl<'a> Search<'a> {
             return None;
         }
         let point = point(self.log, k);
-        let states = PointStates::new(self.log, &point.pending, self.config.sector, true);
+        let states = PointStates::new(
+            self.log,
+            &point.pending,
+            self.config.sector,
+            self.config.size_only,
+        );
         if let Some(all) = states.all_states(ENUMERATE_UP_TO) {
             // Few states: the next one not yet seen, in order.
             for kept in all {

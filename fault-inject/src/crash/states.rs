@@ -19,7 +19,7 @@ pub struct PointStates {
 impl PointStates {
     /// The states of a crash with `pending` operations of `log` (see
     /// `Log::pending`); with `sector`, pending writes may tear, and with
-    /// `size_only` too, keep their size without their data (files; a block
+    /// `size_only` keep their size without their data (files; a block
     /// device's writes have no size).
     pub fn new(log: &Log, pending: &[usize], sector: Option<u64>, size_only: bool) -> PointStates {
         let options: Vec<(usize, Vec<Keep>)> = pending
@@ -28,9 +28,9 @@ impl PointStates {
                 let mut keeps = vec![Keep::Whole];
                 if let Some(sector) = sector {
                     keeps.extend(log.tears(i, sector).into_iter().map(Keep::Torn));
-                    if size_only && matches!(log.ops()[i], LogOp::Write { .. }) {
-                        keeps.push(Keep::SizeOnly);
-                    }
+                }
+                if size_only && log.extends_size(i) {
+                    keeps.push(Keep::SizeOnly);
                 }
                 (i, keeps)
             })
@@ -264,7 +264,7 @@ mod tests {
     }
 
     #[test]
-    fn under_tearing_a_file_write_may_also_keep_only_its_size() {
+    fn a_file_write_that_grows_its_file_may_keep_only_its_size() {
         let log = writes(2);
         let k = log.ops().len();
         let files = PointStates::new(&log, &log.pending(k), Some(4096), true);
@@ -277,7 +277,11 @@ mod tests {
         assert_eq!(size_only(&files), 1, "the last write, its size only");
         assert_eq!(size_only(&blocks), 0);
         assert_eq!(files.high_yield_len(), blocks.high_yield_len() + 1);
+        // Without tears too (the default is sound: delayed allocation leaves
+        // sizes without data whatever the tearing).
         let untorn = PointStates::new(&log, &log.pending(k), None, true);
-        assert_eq!(size_only(&untorn), 0, "only under --torn");
+        assert_eq!(size_only(&untorn), 1, "not only under --torn");
+        let whole = PointStates::new(&log, &log.pending(k), None, false);
+        assert_eq!(size_only(&whole), 0, "--whole-writes");
     }
 }

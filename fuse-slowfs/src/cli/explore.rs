@@ -163,6 +163,7 @@ fn merge_shards(args: &ExploreArgs) -> anyhow::Result<ExitCode> {
             saved: merged.saved_run.clone(),
             settings: ReportSettings {
                 torn_sector: merged.torn_sector,
+                size_only: merged.size_only,
                 fs_model: merged.fs_model,
                 per_point: merged.per_point,
                 time_budget: merged.time_budget,
@@ -183,7 +184,16 @@ fn config(args: &ExploreArgs, check: String) -> ExploreConfig {
     config.settings.timeout_ms = args.timeout.as_millis() as u64;
     config.max_states = args.max_states;
     config.time_budget = args.time_budget;
-    config.torn_sector = args.torn.then_some(args.sector);
+    // Sound by default: block tears and sizes without data (not for --fs,
+    // whose states are the real disk's writes).
+    config.torn_sector = if args.torn {
+        Some(args.sector)
+    } else if args.whole_writes || args.fs.is_some() {
+        None
+    } else {
+        Some(slowfs::explore::BLOCK_SIZE)
+    };
+    config.size_only = !args.whole_writes && args.fs.is_none();
     config.seed = args.seed;
     config.crash_points = args.crash_points;
     config.per_point = args.per_point;

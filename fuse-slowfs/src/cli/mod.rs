@@ -289,14 +289,23 @@ struct ExploreArgs {
     /// With --replay: keep the replayed state in DIR for inspection.
     #[arg(long, value_name = "DIR", requires = "replay")]
     keep_state: Option<PathBuf>,
-    /// Let writes that were not yet durable survive in part: a prefix of
-    /// whole sectors, or (files, not --fs) the size they reached without
-    /// their data, the new bytes reading as zeros (as ext4 can leave them).
-    #[arg(long)]
+    /// Let writes that were not yet durable tear at sectors (--sector), finer
+    /// than the default: by default a pending write may already survive as a
+    /// prefix of whole 4 KiB blocks (the block size of ext4, XFS and
+    /// btrfs), or, if it grew its file, as the size it reached without its
+    /// data, the new bytes reading as zeros (as ext4 and XFS leave them
+    /// after delayed allocation). With --fs: tear the disk's writes.
+    #[arg(long, conflicts_with = "whole_writes")]
     torn: bool,
     /// Sector size for --torn.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 512)]
     sector: u64,
+    /// Pending writes survive whole or not at all: no block tears, no size
+    /// without data. Fewer states, but not every state ext4 and XFS can
+    /// leave (the models are then not sound: a real kernel can leave states
+    /// the run never checked).
+    #[arg(long)]
+    whole_writes: bool,
     /// Seed for sampling state spaces larger than --max-states.
     #[arg(long, default_value_t = 1)]
     seed: u64,

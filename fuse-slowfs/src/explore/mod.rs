@@ -63,8 +63,15 @@ pub struct ExploreConfig {
     pub max_states: usize,
     /// Most time to spend checking.
     pub time_budget: Option<Duration>,
-    /// Let pending writes tear at sector boundaries of this size.
+    /// Let pending writes tear at boundaries of this size (by default the
+    /// block size of ext4, XFS and btrfs, 4 KiB: what their page-sized
+    /// writeback can leave; `--torn` asks for sectors).
     pub torn_sector: Option<u64>,
+    /// Let a pending write that grows its file persist as its size alone,
+    /// the new bytes zeros, as ext4 and XFS can leave it (delayed
+    /// allocation, unwritten extents). On by default: the models must
+    /// produce every state the kernels can.
+    pub size_only: bool,
     /// Seed for the sampled part of large state spaces.
     pub seed: u64,
     /// Only these crash points (inclusive); all by default.
@@ -101,7 +108,8 @@ impl ExploreConfig {
             },
             max_states: 10_000,
             time_budget: None,
-            torn_sector: None,
+            torn_sector: Some(BLOCK_SIZE),
+            size_only: true,
             seed: 1,
             crash_points: None,
             per_point: false,
@@ -113,6 +121,10 @@ impl ExploreConfig {
         }
     }
 }
+
+/// The block size of the filesystems the models stand for: where their
+/// writes tear by default.
+pub const BLOCK_SIZE: u64 = 4096;
 
 /// Why an exploration ended before it had checked everything it planned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -345,6 +357,7 @@ pub fn explore(
             first,
             last,
             sector: config.torn_sector,
+            size_only: config.size_only,
             per_point: config.per_point,
             ignore: ignore.clone(),
             seed: config.seed,

@@ -111,6 +111,7 @@ impl ExplorePlan {
     fn settings(&self) -> ReportSettings {
         ReportSettings {
             torn_sector: self.config.torn_sector,
+            size_only: self.config.size_only,
             fs_model: self.config.fs_model,
             per_point: self.config.per_point,
             time_budget: self.time_budget,
@@ -214,6 +215,7 @@ pub fn run(plan: &ExplorePlan, mut progress: impl FnMut(&Progress)) -> io::Resul
             max_states: config.max_states,
             per_point: config.per_point,
             torn_sector: config.torn_sector,
+            size_only: config.size_only,
             ignore: config.settings.ignore.clone(),
             fs_model: config.fs_model,
             time_budget: plan.time_budget,

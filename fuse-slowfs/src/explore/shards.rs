@@ -26,8 +26,11 @@ pub struct ShardReport {
     pub max_states: usize,
     /// `--per-point`.
     pub per_point: bool,
-    /// `--torn` sector size.
+    /// Where writes tear.
     pub torn_sector: Option<u64>,
+    /// Whether writes may persist as their size alone.
+    #[serde(default)]
+    pub size_only: bool,
     /// `--ignore` globs.
     pub ignore: Vec<String>,
     /// `--fs-model`.
@@ -58,6 +61,7 @@ pub fn merge(mut shards: Vec<ShardReport>) -> Result<ShardReport, String> {
             r.max_states,
             r.per_point,
             r.torn_sector,
+            r.size_only,
             r.ignore.clone(),
             r.fs_model,
             r.exploration.crash_points,

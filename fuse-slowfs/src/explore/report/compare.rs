@@ -70,6 +70,7 @@ impl ModelRun {
                 exhaustive: report.coverage.exhaustive,
                 states: report.states,
                 torn_sector: report.settings.torn_sector,
+                size_only: report.settings.size_only,
             },
         })
     }

@@ -141,9 +141,11 @@ impl Coverage {
 /// The choices of a run that decide which crash states it makes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportSettings {
-    /// `--torn`: pending writes may tear at this size (and persist as their
-    /// size alone).
+    /// Pending writes may tear at this size.
     pub torn_sector: Option<u64>,
+    /// A pending write that grew its file may persist as its size alone.
+    #[serde(default)]
+    pub size_only: bool,
     /// `--fs-model`: only this model's states were checked.
     pub fs_model: Option<FsModel>,
     /// `--per-point`.

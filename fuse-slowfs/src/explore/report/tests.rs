@@ -221,6 +221,7 @@ fn a_model_run_that_checked_everything_turns_an_unmatched_group_into_a_model_gap
                 exhaustive,
                 states: 40,
                 torn_sector: None,
+                size_only: false,
             },
         };
         ExploreReport::new(
@@ -247,7 +248,9 @@ fn a_model_run_that_checked_everything_turns_an_unmatched_group_into_a_model_gap
         "{}",
         complete.verdict
     );
-    assert!(complete.to_string().contains("without --torn"));
+    assert!(complete
+        .to_string()
+        .contains("did not tear (--whole-writes)"));
     views_agree(&complete);
 }
 

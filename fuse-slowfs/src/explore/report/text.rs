@@ -309,12 +309,15 @@ pub fn models_line(group: &ReportGroup) -> String {
 impl super::ReportSettings {
     /// The choices in force, for the report's header.
     pub fn describe(&self) -> String {
-        let torn = match self.torn_sector {
-            Some(sector) => format!(
-                "pending writes may tear at {sector}-byte sectors or persist as their size alone \
-                 (--torn)"
-            ),
-            None => "pending writes persist whole or not at all (--torn adds tears)".to_string(),
+        let torn = match (self.torn_sector, self.size_only) {
+            (Some(sector), true) => {
+                format!("pending writes may tear at {sector} bytes or persist as their size alone")
+            }
+            (Some(sector), false) => format!("pending writes may tear at {sector} bytes"),
+            (None, true) => "pending writes may persist as their size alone".to_string(),
+            (None, false) => {
+                "pending writes persist whole or not at all (--whole-writes: not sound)".to_string()
+            }
         };
         let model = match self.fs_model {
             Some(model) => format!("only the {model} model's states (--fs-model)"),

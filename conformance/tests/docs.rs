@@ -1,11 +1,11 @@
-//! Docs that cannot drift: every ```sh block in README.md, docs/ and
-//! python/README.md runs here exactly as written, each in a fresh directory
-//! with the built `slowfs` and `slowfs-conformance` first on PATH, and must
-//! exit 0. A block that is not meant to be pasted as it stands says so in its
+//! Docs that cannot drift: every ```sh block in README.md, docs/,
+//! python/README.md and the drivers' READMEs (drivers/go, drivers/jvm) runs
+//! here exactly as written, each in a fresh directory with the built `slowfs`
+//! and `slowfs-conformance` first on PATH, and must exit 0. A block that is not meant to be pasted as it stands says so in its
 //! info string (```sh no-run: why); one that needs a file the doc tells the
 //! reader to make or copy names it (```sh needs=my_driver.py), and the file
 //! is made here from the doc that holds it, or copied from this repository
-//! to the same path (```sh needs=scripts/ci/conformance.sh).
+//! to the same path (```sh needs=drivers/jvm/SlowfsDriver.java).
 //!
 //! What a doc says a block prints is checked too: a fenced block with the
 //! info string `output` after a ```sh block (prose may stand between them,
@@ -132,7 +132,12 @@ fn every_shell_block_in_the_docs_runs_as_written() {
         "{} is missing: build it first (cargo build --release -p slowfs)",
         bin.join("slowfs").display()
     );
-    let mut files = vec![repo().join("README.md"), repo().join("python/README.md")];
+    let mut files = vec![
+        repo().join("README.md"),
+        repo().join("python/README.md"),
+        repo().join("drivers/go/README.md"),
+        repo().join("drivers/jvm/README.md"),
+    ];
     let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
         .unwrap()
         .map(|e| e.unwrap().path())

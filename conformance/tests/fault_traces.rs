@@ -131,3 +131,61 @@ fn passing_cells_and_known_findings_keep_no_traces() {
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(!scratch.path().join("slowfs-conformance-faults").exists());
 }
+
+/// scripts/ci/conformance.sh (docs/ci.md's workflow) keeps a failed cell's
+/// fault traces under $SLOWFS_OUT, which CI uploads, not in the current
+/// directory, and the cell's replay command names them there.
+#[test]
+fn the_ci_script_keeps_fault_traces_under_slowfs_out() {
+    let scratch = tempfile::tempdir().unwrap();
+    let wants_pass = scratch.path().join("wants-pass.toml");
+    std::fs::write(
+        &wants_pass,
+        "[[expect]]\nengine = \"async-fs\"\nsuite = \"short-io\"\nstatus = \"pass\"\nwhy = \"a test\"\n",
+    )
+    .unwrap();
+    let bin = Path::new(BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ci/conformance.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .args(["shard", "1", "1", "async-fs"])
+        .current_dir(scratch.path())
+        .env("PATH", path)
+        .env("SLOWFS_OUT", "ci-out")
+        .env("SLOWFS_EXPECTATIONS", &wants_pass)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the unexpected failure: {stdout}"
+    );
+    let kept = scratch
+        .path()
+        .join("ci-out/fault-traces/async-fs--short-io");
+    assert!(
+        std::fs::read_dir(&kept).is_ok_and(|d| d.count() > 0),
+        "no traces in {}: {stdout}",
+        kept.display()
+    );
+    assert!(
+        stdout.contains(&format!("--replay-faults {}", kept.display())),
+        "{stdout}"
+    );
+    let mut left: Vec<_> = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["ci-out", "wants-pass.toml"],
+        "only $SLOWFS_OUT is written"
+    );
+}

@@ -26,5 +26,6 @@ def binary(name: str = "slowfs") -> str:
     raise FileNotFoundError(
         f"the {name} binary was not found (looked in $SLOWFS_BIN_DIR, "
         f"{sysconfig.get_path('scripts')} and $PATH): install the wheel "
-        f"(pip install slowfs) or point SLOWFS_BIN_DIR at a directory holding it"
+        f"(pip install . in a checkout of slowfs: it is not on PyPI yet) or point "
+        f"SLOWFS_BIN_DIR at a directory holding it"
     )

@@ -1,6 +1,7 @@
 // Standalone reproducer: the context idiom around os.File.WriteAt (the call in
-// a goroutine, a select on ctx.Done()) returns context.Canceled while the
-// write goes on and lands.
+// a goroutine, a select on ctx.Done()) returns ctx.Err() when the context is
+// done (here a 20 ms timeout: "context deadline exceeded") while the write
+// goes on and lands.
 //
 //	cd drivers/go && slowfs run --set 'write delay=100ms' -- go run ./repro/ctxghostwrite
 //

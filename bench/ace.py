@@ -1,0 +1,355 @@
+#!/usr/bin/env python3
+"""Generated crash-consistency workloads, as CrashMonkey's ACE: are the
+persistence models sound against the real kernels?
+
+Each workload is a short sequence over two files and two directories (A and
+B in d/, made and synced first), each operation followed by one persistence
+point (fsync, fdatasync, directory fsync, sync). The checker does not judge:
+it prints the state it sees (every name with its kind and content, one
+letter per KiB: the letter of the write that put it there, Z for zeros) and
+fails, so every distinct crash state is one violation group. A model run
+(`slowfs explore`, no --fs) then holds every state the models can produce,
+labelled with the models that can leave it, and each real filesystem's run
+(`explore --fs FS --compare-with` the model run) judges every state the
+kernel left: predicted, MODEL SAYS NEVER (the model rules out a state the
+kernel produced) or MODEL GAP (the model run checked every state and never
+made it). A sound model has neither.
+
+    bench/ace.py --seq 1                      # every seq-1 workload
+    bench/ace.py --seq 2 --sample 1000 --seed 7
+    bench/ace.py --seq 1 --limit 4 --fs ext4  # a few, one filesystem
+    SLOWFS=target/release/slowfs bench/ace.py ... --out results.jsonl
+
+Prints one line per workload and filesystem, and a table at the end; the
+exit status is 1 if any MODEL SAYS NEVER or MODEL GAP was found.
+"""
+
+import argparse
+import itertools
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The initial state: A (8 KiB of g) in the root, d/ with B (4 KiB of h).
+SETUP = """
+import os
+os.makedirs("d", exist_ok=True)
+for path, size, letter in (("A", 8192, b"g"), ("d/B", 4096, b"h")):
+    with open(path, "wb") as f:
+        f.write(letter * size)
+os.sync()
+"""
+
+# The checker: the state as one line, then failure (every state a group).
+CHECK = r"""
+import os, sys
+def summary(data):
+    out = []
+    for i in range(0, len(data), 1024):
+        chunk = data[i:i + 1024]
+        kinds = set(chunk)
+        if kinds == {0}:
+            out.append("Z")
+        elif len(kinds) == 1:
+            out.append(chr(next(iter(kinds))))
+        else:
+            out.append("M")
+    if len(data) % 1024:
+        out.append("+")
+    return "".join(out) or "empty"
+entries = []
+for dirpath, dirnames, filenames in os.walk("."):
+    dirnames[:] = sorted(d for d in dirnames if d != "lost+found")
+    rel = os.path.relpath(dirpath, ".")
+    prefix = "" if rel == "." else rel + "/"
+    for d in dirnames:
+        entries.append(prefix + d + "/")
+    for name in sorted(filenames):
+        path = os.path.join(dirpath, name)
+        if os.path.islink(path):
+            entries.append(prefix + name + "@" + os.readlink(path))
+        else:
+            with open(path, "rb") as f:
+                entries.append(prefix + name + "=" + summary(f.read()))
+print("state " + " ".join(sorted(entries)))
+sys.exit(1)
+"""
+
+# Operations: (name, python code). `L` is the operation's own letter.
+OPS = {
+    "creat-C": "open('C', 'w').close()",
+    "creat-d/C": "open('d/C', 'w').close()",
+    "mkdir-E": "os.mkdir('E')",
+    "append-A": "fd = os.open('A', os.O_WRONLY); os.pwrite(fd, L * 4096, os.fstat(fd).st_size); os.close(fd)",
+    "append-B": "fd = os.open('d/B', os.O_WRONLY); os.pwrite(fd, L * 4096, os.fstat(fd).st_size); os.close(fd)",
+    "write-C": "fd = os.open('C', os.O_WRONLY | os.O_CREAT, 0o644); os.pwrite(fd, L * 4096, 0); os.close(fd)",
+    "overwrite-A": "fd = os.open('A', os.O_WRONLY); os.pwrite(fd, L * 4096, 0); os.close(fd)",
+    "overwrite-A-unaligned": "fd = os.open('A', os.O_WRONLY); os.pwrite(fd, L * 6144, 1024); os.close(fd)",
+    "direct-write-A": "direct_write('A', L, 4096)",
+    "mmap-write-A": "mmap_write('A', L)",
+    "truncate-A-shrink": "os.truncate('A', 2048)",
+    "truncate-A-grow": "os.truncate('A', 16384)",
+    "falloc-A-keep-size": "fallocate('A', 1, 8192, 8192)",
+    "falloc-A-grow": "fallocate('A', 0, 8192, 8192)",
+    "punch-A": "fallocate('A', 3, 0, 4096)",
+    "link-A-d/L": "os.link('A', 'd/L')",
+    "unlink-A": "os.unlink('A')",
+    "unlink-B": "os.unlink('d/B')",
+    "rename-A-d/R": "os.rename('A', 'd/R')",
+    "rename-B-B2": "os.rename('d/B', 'B2')",
+    "rename-B-over-A": "os.rename('d/B', 'A')",
+    "symlink-S": "os.symlink('A', 'S')",
+    "setxattr-A": "setxattr('A')",
+}
+
+# Persistence points: code given the op's main path (file or its directory).
+SYNCS = {
+    "fsync": "sync_path({path!r}, os.fsync)",
+    "fdatasync": "sync_path({path!r}, os.fdatasync)",
+    "fsync-dir": "sync_path({dir!r}, os.fsync)",
+    "sync": "os.sync()",
+}
+
+# The path each op's persistence point syncs (a file; fsync-dir its parent).
+TARGET = {
+    "creat-C": "C", "creat-d/C": "d/C", "mkdir-E": "E", "append-A": "A", "append-B": "d/B",
+    "write-C": "C", "overwrite-A": "A", "overwrite-A-unaligned": "A", "direct-write-A": "A",
+    "mmap-write-A": "A", "truncate-A-shrink": "A", "truncate-A-grow": "A",
+    "falloc-A-keep-size": "A", "falloc-A-grow": "A", "punch-A": "A", "link-A-d/L": "d/L",
+    "unlink-A": ".", "unlink-B": "d", "rename-A-d/R": "d/R", "rename-B-B2": "B2",
+    "rename-B-over-A": "A", "symlink-S": ".", "setxattr-A": "A",
+}
+
+PRELUDE = r"""
+import ctypes, errno, mmap, os, sys, time
+os.chdir(os.environ.get("SLOWFS_MOUNT", "."))
+libc = ctypes.CDLL(None, use_errno=True)
+def fallocate(path, mode, offset, length):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        if libc.fallocate(fd, mode, ctypes.c_long(offset), ctypes.c_long(length)) != 0:
+            e = ctypes.get_errno()
+            print(f"fallocate {path}: {os.strerror(e)}", file=sys.stderr)
+    finally:
+        os.close(fd)
+def direct_write(path, letter, size):
+    buf = mmap.mmap(-1, size)
+    buf.write(letter * size)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_DIRECT)
+    except OSError:
+        fd = os.open(path, os.O_WRONLY)  # no O_DIRECT here: a plain write
+    try:
+        os.pwrite(fd, buf, 0)
+    except OSError:
+        os.pwrite(fd, letter * size, 0)
+    os.close(fd)
+def mmap_write(path, letter):
+    fd = os.open(path, os.O_RDWR)
+    with mmap.mmap(fd, 4096) as m:
+        m[0:4096] = letter * 4096
+    os.close(fd)
+def setxattr(path):
+    try:
+        os.setxattr(path, "user.ace", b"v")
+    except OSError as e:
+        print(f"setxattr {path}: {e}", file=sys.stderr)
+def sync_path(path, how):
+    if not os.path.lexists(path):
+        path = os.path.dirname(path) or "."
+    fd = os.open(path, os.O_RDONLY)
+    how(fd)
+    os.close(fd)
+"""
+
+
+def workload_code(steps):
+    """A workload: each (op, sync) step, a pause between steps so that the
+    journal's commit timer can write what came before (more real states)."""
+    lines = [PRELUDE]
+    for n, (op, sync) in enumerate(steps):
+        letter = "ijklmnopqrstuvwxy"[n]
+        path = TARGET[op]
+        lines.append(f"L = b{letter!r}")
+        lines.append(OPS[op])
+        lines.append("time.sleep(1.1)")
+        lines.append(SYNCS[sync].format(path=path, dir=os.path.dirname(path) or "."))
+    return "\n".join(lines) + "\n"
+
+
+def applicable(steps):
+    """Drops sequences whose later steps name what an earlier one removed."""
+    gone = set()
+    for op, _ in steps:
+        uses = {"A"} if op.endswith("-A") or "-A-" in op else set()
+        if op in ("append-B", "unlink-B", "rename-B-B2", "rename-B-over-A"):
+            uses = {"B"}
+        if op in ("write-C",) and "C" in gone:
+            return False
+        if uses & gone:
+            return False
+        if op in ("unlink-A", "rename-A-d/R"):
+            gone.add("A")
+        if op in ("unlink-B", "rename-B-B2", "rename-B-over-A"):
+            gone.add("B")
+        if op == "creat-C" and "C" in gone:
+            return False
+        if op in ("creat-C", "write-C"):
+            gone.add("C-made")
+        if op == "creat-C" and "C-made" in gone and steps.index((op, _)) > 0:
+            pass
+    names = [op for op, _ in steps]
+    if names.count("creat-C") + names.count("write-C") > 1 or names.count("mkdir-E") > 1:
+        return False
+    if names.count("link-A-d/L") > 1 or names.count("symlink-S") > 1:
+        return False
+    return True
+
+
+def workloads(seq, sample, seed):
+    steps = list(itertools.product(sorted(OPS), sorted(SYNCS)))
+    if seq == 1:
+        return [[s] for s in steps]
+    rng = random.Random(seed)
+    chosen, seen = [], set()
+    while len(chosen) < sample:
+        pick = tuple(rng.choice(steps) for _ in range(seq))
+        if pick in seen or not applicable(list(pick)):
+            continue
+        seen.add(pick)
+        chosen.append(list(pick))
+    return chosen
+
+
+def slowfs_binary():
+    binary = os.environ.get("SLOWFS") or os.path.join(ROOT, "target/release/slowfs")
+    if not os.path.exists(binary):
+        sys.exit(f"ace: {binary} is missing: cargo build --release -p slowfs (or set SLOWFS)")
+    return binary
+
+
+def run(cmd, cwd):
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    return done.returncode, done.stdout + done.stderr
+
+
+def explore_one(slowfs, steps, filesystems, scratch, whole_writes=False):
+    """The model run and each filesystem's judgement of one workload."""
+    work = os.path.join(scratch, "work")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    for name, text in (("workload.py", workload_code(steps)), ("check.py", CHECK), ("setup.py", SETUP)):
+        with open(os.path.join(work, name), "w") as f:
+            f.write(text)
+    backing = os.path.join(work, "backing")
+    os.makedirs(backing)
+    subprocess.run([sys.executable, os.path.join(work, "setup.py")], cwd=backing, check=True)
+    model = os.path.join(work, "model.json")
+    cmd = [slowfs, "explore", "--backing", backing, "--max-states", "100000", "--json", model,
+           "--check", f"python3 {work}/check.py"]
+    if whole_writes:
+        cmd.append("--whole-writes")
+    code, out = run(cmd + ["--", sys.executable, os.path.join(work, "workload.py")], work)
+    rows = []
+    if not os.path.exists(model):
+        return [{"fs": fs, "error": f"model run: exit {code}: {out[-400:]}"} for fs in filesystems]
+    with open(model) as f:
+        model_report = json.load(f)
+    for fs in filesystems:
+        real = os.path.join(work, f"real-{fs}.json")
+        cmd = [slowfs, "explore", "--fs", fs, "--fs-settle", "1s", "--max-states", "2000",
+               "--fs-setup", f"python3 {work}/setup.py", "--compare-with", model,
+               "--json", real, "--check", f"python3 {work}/check.py", "--",
+               sys.executable, os.path.join(work, "workload.py")]
+        code, out = run(cmd, work)
+        if not os.path.exists(real):
+            rows.append({"fs": fs, "error": f"exit {code}: {out[-400:]}"})
+            continue
+        with open(real) as f:
+            report = json.load(f)
+        judged = [g.get("model", {}).get("prediction") for g in report["groups"]]
+        rows.append({
+            "fs": fs,
+            "real_states": len(report["groups"]),
+            "predicted": judged.count("predicted"),
+            "said_never": judged.count("said_never"),
+            "gap": judged.count("gap"),
+            "not_in_model_run": judged.count("not_in_model_run"),
+            "model_can_not_seen": len((report.get("compared_with") or {}).get("not_shown", [])),
+            "model_states": len(model_report["groups"]),
+            "model_exhaustive": model_report["coverage"].get("exhaustive", False),
+            "wrong": [g["message"] for g in report["groups"]
+                      if g.get("model", {}).get("prediction") in ("said_never", "gap")],
+            "high_yield_complete": report["coverage"]["complete"],
+        })
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seq", type=int, default=1, choices=(1, 2, 3))
+    parser.add_argument("--sample", type=int, default=1000, help="seq-2/3: how many workloads")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--limit", type=int, help="only the first N workloads")
+    parser.add_argument("--only", help="only workloads whose steps contain this text")
+    parser.add_argument("--fs", default="ext4,xfs,btrfs")
+    parser.add_argument("--whole-writes", action="store_true",
+                        help="model runs without block tears and sizes without data (the old, unsound default: a negative control)")
+    parser.add_argument("--out", help="append one JSON line per workload and filesystem")
+    args = parser.parse_args()
+    slowfs = slowfs_binary()
+    filesystems = args.fs.split(",")
+    chosen = workloads(args.seq, args.sample, args.seed)
+    if args.only:
+        chosen = [w for w in chosen if any(args.only in f"{o}+{s}" for o, s in w)]
+    if args.limit:
+        chosen = chosen[: args.limit]
+    print(f"ace: {len(chosen)} seq-{args.seq} workloads (seed {args.seed}) on {', '.join(filesystems)}", flush=True)
+    totals = {fs: {"workloads": 0, "agree": 0, "said_never": 0, "gap": 0, "errors": 0} for fs in filesystems}
+    start = time.time()
+    wrong_found = False
+    with tempfile.TemporaryDirectory(prefix="slowfs-ace-") as scratch:
+        for n, steps in enumerate(chosen, 1):
+            name = " ; ".join(f"{o}+{s}" for o, s in steps)
+            for row in explore_one(slowfs, steps, filesystems, scratch, args.whole_writes):
+                row["workload"] = name
+                t = totals[row["fs"]]
+                t["workloads"] += 1
+                if "error" in row:
+                    t["errors"] += 1
+                    verdict = "ERROR " + row["error"].strip().splitlines()[-1]
+                else:
+                    t["said_never"] += row["said_never"]
+                    t["gap"] += row["gap"]
+                    if row["said_never"] == 0 and row["gap"] == 0:
+                        t["agree"] += 1
+                        verdict = (f"agree ({row['predicted']} real states predicted, "
+                                   f"{row['model_can_not_seen']} the model can but not seen)")
+                    else:
+                        wrong_found = True
+                        verdict = f"MODEL SAYS NEVER {row['said_never']}, MODEL GAP {row['gap']}: {row['wrong']}"
+                print(f"[{n}/{len(chosen)}] {row['fs']:5} {name}: {verdict}", flush=True)
+                if args.out:
+                    with open(args.out, "a") as f:
+                        f.write(json.dumps(row) + "\n")
+    minutes = (time.time() - start) / 60
+    print(f"\nace: {len(chosen)} workloads in {minutes:.1f} min "
+          f"({len(chosen) / max(minutes, 1e-9):.1f} workloads/min over {len(filesystems)} filesystem(s))")
+    print("| fs | workloads | agree | MODEL SAYS NEVER | MODEL GAP | errors |")
+    print("|---|---|---|---|---|---|")
+    for fs, t in totals.items():
+        print(f"| {fs} | {t['workloads']} | {t['agree']} | {t['said_never']} | {t['gap']} | {t['errors']} |")
+    if sum(t["workloads"] - t["errors"] for t in totals.values()) == 0:
+        sys.exit("ace: no workload was judged: no verdict")
+    sys.exit(1 if wrong_found else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -303,6 +303,7 @@ def main():
     parser.add_argument("--limit", type=int, help="only the first N workloads")
     parser.add_argument("--only", help="only workloads whose steps contain this text")
     parser.add_argument("--fs", default="ext4,xfs,btrfs")
+    parser.add_argument("--shuffle", action="store_true", help="run the workloads in a seeded random order")
     parser.add_argument("--whole-writes", action="store_true",
                         help="model runs without block tears and sizes without data (the old, unsound default: a negative control)")
     parser.add_argument("--out", help="append one JSON line per workload and filesystem")
@@ -312,6 +313,9 @@ def main():
     chosen = workloads(args.seq, args.sample, args.seed)
     if args.only:
         chosen = [w for w in chosen if any(args.only in f"{o}+{s}" for o, s in w)]
+    if args.shuffle:
+        # A run cut short is then a random sample, not the first ops by name.
+        random.Random(args.seed).shuffle(chosen)
     if args.limit:
         chosen = chosen[: args.limit]
     print(f"ace: {len(chosen)} seq-{args.seq} workloads (seed {args.seed}) on {', '.join(filesystems)}", flush=True)

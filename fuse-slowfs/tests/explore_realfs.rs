@@ -336,21 +336,16 @@ fn processes_running(needle: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn explore_killed_while_recording_leaves_no_workload_loop_device_or_mount() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    preflight();
-    // A workload that writes, then waits far longer than the test.
-    let tag = "3617.25";
-    let scratch = tempfile::tempdir().unwrap();
+/// `slowfs explore --fs ext4` of `workload` (which ends in `sleep TAG`),
+/// returned once the sleep runs.
+fn explore_until_sleeping(dir: &Path, workload: &str, tag: &str) -> std::process::Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_slowfs"))
         .args([
-            "explore", "--fs", "ext4", "--check", "true", "--", "sh", "-c",
+            "explore", "--fs", "ext4", "--check", "true", "--", "sh", "-c", workload,
         ])
-        .arg(format!("echo data > f && sync && exec sleep {tag}"))
-        .current_dir(scratch.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -359,6 +354,21 @@ fn explore_killed_while_recording_leaves_no_workload_loop_device_or_mount() {
         assert!(child.try_wait().unwrap().is_none(), "explore ended early");
         std::thread::sleep(Duration::from_millis(50));
     }
+    child
+}
+
+#[test]
+fn explore_killed_while_recording_leaves_no_workload_loop_device_or_mount() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    preflight();
+    // A workload that writes, then waits far longer than the test.
+    let tag = "3617.25";
+    let scratch = tempfile::tempdir().unwrap();
+    let mut child = explore_until_sleeping(
+        scratch.path(),
+        &format!("echo data > f && sync && exec sleep {tag}"),
+        tag,
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -394,22 +404,11 @@ fn sigterm_during_an_fs_workload_ends_it_at_once() {
     preflight();
     let tag = "2519.5";
     let scratch = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_slowfs"))
-        .args([
-            "explore", "--fs", "ext4", "--check", "true", "--", "sh", "-c",
-        ])
-        .arg(format!("echo data > f && sleep {tag}"))
-        .current_dir(scratch.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while processes_running(&format!("sleep {tag}")).is_empty() {
-        assert!(Instant::now() < deadline, "the workload never started");
-        assert!(child.try_wait().unwrap().is_none(), "explore ended early");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut child = explore_until_sleeping(
+        scratch.path(),
+        &format!("echo data > f && sleep {tag}"),
+        tag,
+    );
     let sent = Instant::now();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),

@@ -277,6 +277,10 @@ def explore_one(slowfs, steps, filesystems, scratch, whole_writes=False):
             continue
         with open(real) as f:
             report = json.load(f)
+        if report["outcome"]["kind"] == "refused":
+            # Nothing checked (e.g. an xattr the states do not hold): no verdict.
+            rows.append({"fs": fs, "refused": report["verdict"]})
+            continue
         judged = [g.get("model", {}).get("prediction") for g in report["groups"]]
         rows.append({
             "fs": fs,
@@ -319,7 +323,8 @@ def main():
     if args.limit:
         chosen = chosen[: args.limit]
     print(f"ace: {len(chosen)} seq-{args.seq} workloads (seed {args.seed}) on {', '.join(filesystems)}", flush=True)
-    totals = {fs: {"workloads": 0, "agree": 0, "said_never": 0, "gap": 0, "errors": 0} for fs in filesystems}
+    totals = {fs: {"workloads": 0, "agree": 0, "said_never": 0, "gap": 0, "errors": 0, "refused": 0}
+              for fs in filesystems}
     start = time.time()
     wrong_found = False
     with tempfile.TemporaryDirectory(prefix="slowfs-ace-") as scratch:
@@ -329,7 +334,10 @@ def main():
                 row["workload"] = name
                 t = totals[row["fs"]]
                 t["workloads"] += 1
-                if "error" in row:
+                if "refused" in row:
+                    t["refused"] += 1
+                    verdict = "no verdict: " + row["refused"]
+                elif "error" in row:
                     t["errors"] += 1
                     verdict = "ERROR " + row["error"].strip().splitlines()[-1]
                 else:
@@ -349,11 +357,12 @@ def main():
     minutes = (time.time() - start) / 60
     print(f"\nace: {len(chosen)} workloads in {minutes:.1f} min "
           f"({len(chosen) / max(minutes, 1e-9):.1f} workloads/min over {len(filesystems)} filesystem(s))")
-    print("| fs | workloads | agree | MODEL SAYS NEVER | MODEL GAP | errors |")
-    print("|---|---|---|---|---|---|")
+    print("| fs | workloads | agree | MODEL SAYS NEVER | MODEL GAP | errors | no verdict |")
+    print("|---|---|---|---|---|---|---|")
     for fs, t in totals.items():
-        print(f"| {fs} | {t['workloads']} | {t['agree']} | {t['said_never']} | {t['gap']} | {t['errors']} |")
-    if sum(t["workloads"] - t["errors"] for t in totals.values()) == 0:
+        print(f"| {fs} | {t['workloads']} | {t['agree']} | {t['said_never']} | {t['gap']} | {t['errors']} "
+              f"| {t['refused']} |")
+    if sum(t["workloads"] - t["errors"] - t["refused"] for t in totals.values()) == 0:
         sys.exit("ace: no workload was judged: no verdict")
     sys.exit(1 if wrong_found else 0)
 

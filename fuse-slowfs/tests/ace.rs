@@ -41,7 +41,7 @@ fn generated_workloads_find_the_models_sound_on_ext4_xfs_and_btrfs() {
         let workloads = workloads(&text);
         assert!(workloads > 0, "{only}: no workload ran: {text}");
         for fs in ["ext4", "xfs", "btrfs"] {
-            let row = format!("| {fs} | {workloads} | {workloads} | 0 | 0 | 0 |");
+            let row = format!("| {fs} | {workloads} | {workloads} | 0 | 0 | 0 | 0 |");
             assert!(
                 text.contains(&row),
                 "{only} on {fs}: every workload judged and agreeing ({row}): {text}"

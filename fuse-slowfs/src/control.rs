@@ -588,8 +588,13 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
                 if rule.action.needs_crash_model() && inner.durability_report().is_none() =>
             {
                 Response::fail(format!(
-                    "`{}` rules work on what is durable: they need a mount started with a crash model (--crash-model strict)",
-                    rule.action.keyword()
+                    "`{}` rules work on what is durable: they need a mount started with a crash model (--crash-model strict){}",
+                    rule.action.keyword(),
+                    if inner.is_nfs_client() {
+                        ", which --cache nfs cannot have (the crash model must see every write when it is made; the NFS client gathers them)"
+                    } else {
+                        ""
+                    }
                 ))
             }
             Ok(rule) => {

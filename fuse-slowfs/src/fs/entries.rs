@@ -271,6 +271,9 @@ pub(super) fn rename(
                 let to = inner.inodes.get(newparent)?;
                 let (cname, cnew) = (sys::component(&name)?, sys::component(&newname)?);
                 let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
+                // A silly name held open moves nowhere, and nothing replaces it.
+                inner.check_not_silly(parent.0, &name)?;
+                inner.check_not_silly(newparent.0, &newname)?;
                 let same_file = inner.inodes.at(parent.0, &name).is_some()
                     && inner.inodes.at(parent.0, &name) == inner.inodes.at(newparent.0, &newname);
                 if !exchange && !same_file && !flags.contains(RenameFlags::RENAME_NOREPLACE) {

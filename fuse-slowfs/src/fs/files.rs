@@ -59,6 +59,7 @@ pub(super) fn open(fs: &SlowFs, req: &Request, ino: INodeNo, flags: OpenFlags, r
                 .flatten();
             let direct_io = fopen.contains(FopenFlags::FOPEN_DIRECT_IO);
             let fh = inner.handles.insert(fd, backing.clone(), direct_io);
+            inner.sample_write_back(ino.0, fh);
             inner.file_opened(ino.0);
             match backing {
                 Some(id) => {
@@ -124,10 +125,14 @@ pub(super) fn write(
     let path = inner.path_of(ino.0);
     let len = data.len() as u64;
     let caller = Caller::of(req);
-    let gathered =
-        !write_flags.intersects(WriteFlags::FUSE_WRITE_CACHE | WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+    // A write by a caller without CAP_FSETID (FUSE_WRITE_KILL_SUIDGID) is
+    // gathered like any other: its set-ID bits go at once (below).
+    let gathered = !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
     if let Some(wsize) = inner.write_behind_size().filter(|_| gathered) {
-        return gather(fs, req, ino, fh, offset, data, wsize, reply);
+        let kill = write_flags
+            .contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
+            .then_some(caller);
+        return gather(fs, req, ino, fh, offset, data, wsize, kill, reply);
     }
     inner.serve(
         Ask::new(req, Op::Write, &path)
@@ -140,20 +145,12 @@ pub(super) fn write(
             let result = inner.handles.get(fh).and_then(|h| {
                 inner.check_not_stale(h.raw())?;
                 let data = &data[..h.shortened(data.len(), effects.short_to)];
-                lies::write(&effects, data.len(), || {
-                    if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-                        dropped = sys::drop_privileges(h.raw(), caller)?;
-                    }
-                    let n = sys::pwrite(h.raw(), data, offset)?;
-                    inner.wrote_here(ino.0, h.raw());
-                    inner.changed(Change::Wrote {
-                        ino: ino.0,
-                        fd: h.raw(),
-                        offset,
-                        data: &data[..n],
-                    });
-                    Ok(n)
-                })
+                let kill = write_flags
+                    .contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
+                    .then_some(caller);
+                let (n, killed) = inner.write_data(&effects, ino.0, &h, offset, data, kill)?;
+                dropped = killed;
+                Ok(n)
             });
             done.respond_moved(
                 inner,
@@ -181,6 +178,7 @@ fn gather(
     offset: u64,
     data: &[u8],
     wsize: usize,
+    kill: Option<Caller>,
     reply: ReplyWrite,
 ) {
     let inner = &fs.inner;
@@ -190,6 +188,16 @@ fn gather(
     };
     if let Err(errno) = inner.check_not_stale(handle.raw()) {
         return reply.error(errno);
+    }
+    // The write(2) of a caller without CAP_FSETID drops the set-ID bits
+    // before its data lands in the page cache (`file_remove_privs` in the
+    // client's write path, a SETATTR to the server), not when it is sent.
+    if let Some(caller) = kill {
+        match sys::drop_privileges(handle.raw(), caller) {
+            Ok(true) => inner.attributes_changed(ino.0),
+            Ok(false) => {}
+            Err(errno) => return reply.error(errno),
+        }
     }
     let len = data.len() as u32;
     let Some(previous) = inner
@@ -219,22 +227,43 @@ pub(super) fn flush(
     owner: LockOwner,
     reply: ReplyEmpty,
 ) {
+    let inner = &fs.inner;
     // A close by this owner: its fcntl locks on the file go (POSIX), after
     // its gathered writes are sent (as NFS sends them before an unlock), and
     // also when a rule fails the flush (the guard goes with the job).
-    let unlock = super::locks::UnlockOnDrop::new(&fs.inner, ino.0, owner.0);
-    fs.inner
-        .serve_on(req, Op::Flush, ino, reply, move |inner, done, _, _| {
-            let result = inner
-                .write_behind
-                .take_error(ino.0)
+    let unlock = super::locks::UnlockOnDrop::new(inner, ino.0, owner.0);
+    // nfs_file_flush (fs/nfs/file.c): a description not open for writing
+    // sends nothing and reports nothing; one open for writing samples the
+    // file's write-back error sequence, sends what is gathered, and reports
+    // an error that write-back hit (another description's fsync still
+    // reports it too: errseq per description).
+    let writer = inner.handles.get(fh).is_ok_and(|h| h.writable());
+    let since = inner.write_behind.sample(ino.0);
+    let carry = if writer {
+        Carry::Gathered(ino.0)
+    } else {
+        Carry::Nothing
+    };
+    let path = inner.path_for(Op::Flush, ino.0);
+    inner.serve(
+        Ask::new(req, Op::Flush, &path).carrying(carry),
+        &[],
+        reply,
+        move |inner, done, _, _| {
+            let reported = if writer {
+                inner.write_behind.since(ino.0, since)
+            } else {
+                Ok(())
+            };
+            let result = reported
                 .and_then(|()| inner.handles.get(fh))
                 .and_then(|h| sys::flush(h.raw()));
             drop(unlock);
             done.respond(inner, result, |r, ()| {
                 r.ok();
             })
-        });
+        },
+    );
 }
 
 pub(super) fn release(fs: &SlowFs, req: &Request, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
@@ -314,6 +343,7 @@ pub(super) fn create(
                 .flatten();
             let direct_io = fopen.contains(FopenFlags::FOPEN_DIRECT_IO);
             let fh = inner.handles.insert(fd, backing.clone(), direct_io);
+            inner.sample_write_back(attr.ino.0, fh);
             inner.file_opened(attr.ino.0);
             if backing.is_some() {
                 let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
@@ -420,7 +450,9 @@ pub(super) fn copy_file_range(
     inner.serve(
         Ask::new(req, Op::CopyFileRange, &path)
             .moving(len)
-            .carrying(Carry::Gathered(ino_in.0)),
+            // The source's gathered data must be read, and the
+            // destination's must not land over the copy afterwards.
+            .carrying(Carry::Both(ino_in.0, ino_out.0)),
         &[],
         reply,
         move |inner, done, effects, _| {
@@ -500,7 +532,7 @@ impl SlowFs {
             .serve_on(req, op, ino, reply, move |inner, done, effects, _| {
                 let result = inner.handles.get(fh).and_then(|h| {
                     inner.check_not_stale(h.raw())?;
-                    inner.write_behind.take_error(ino.0)?;
+                    inner.write_behind.check_and_advance(ino.0, &h.wb_seen)?;
                     lies::sync(&effects, inner, ino.0, fh.0, &h, || {
                         sys::sync(h.raw(), datasync)?;
                         inner.changed(Change::Synced {
@@ -519,6 +551,50 @@ impl SlowFs {
 }
 
 impl Inner {
+    /// The one data path of a write that reaches the backing file, for a
+    /// caller's write(2) and for the NFS client's WRITE alike: what the rules'
+    /// `effects` make of it (`lose`: acknowledged, never applied), set-ID bits
+    /// dropped first for a caller without CAP_FSETID (`kill`), the backing
+    /// pwrite, and the layers that watch the tree change. Returns the bytes
+    /// written and whether set-ID bits were dropped.
+    pub(super) fn write_data(
+        &self,
+        effects: &slowfs_faults::Effects,
+        ino: u64,
+        h: &super::handles::Handle,
+        offset: u64,
+        data: &[u8],
+        kill: Option<Caller>,
+    ) -> sys::SysResult<(usize, bool)> {
+        let mut dropped = false;
+        let n = lies::write(effects, data.len(), || {
+            if let Some(caller) = kill {
+                dropped = sys::drop_privileges(h.raw(), caller)?;
+            }
+            let n = sys::pwrite(h.raw(), data, offset)?;
+            self.wrote_here(ino, h.raw());
+            self.changed(Change::Wrote {
+                ino,
+                fd: h.raw(),
+                offset,
+                data: &data[..n],
+            });
+            Ok(n)
+        })?;
+        Ok((n, dropped))
+    }
+
+    /// A new open file description `fh` of `ino` reports only write-back
+    /// errors from now on (`file->f_wb_err` sampled at open).
+    fn sample_write_back(&self, ino: u64, fh: FileHandle) {
+        if let Ok(h) = self.handles.get(fh) {
+            h.wb_seen.store(
+                self.write_behind.sample(ino),
+                std::sync::atomic::Ordering::SeqCst,
+            );
+        }
+    }
+
     /// Under `--cache nfs`, an open of `ino` (its backing file `fd`) as the NFS
     /// client does it: the cached pages are kept only if the file is as this
     /// client last saw it, and with close-to-open the cached attributes are

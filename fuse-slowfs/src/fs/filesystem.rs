@@ -99,6 +99,7 @@ impl Filesystem for SlowFs {
                 if let Some((_, view)) = &self.inner.nfs {
                     view.forget(ino.0);
                 }
+                self.inner.write_behind.forget(ino.0);
             }
         });
     }

@@ -28,6 +28,10 @@ pub struct Handle {
     /// A write-back error of the file that this open file description has not
     /// reported yet (errseq): its next fsync fails once.
     pub unreported_write_back_error: std::sync::atomic::AtomicBool,
+    /// Under `--cache nfs`: the count of the file's failed WRITEs this open
+    /// file description has reported (errseq: sampled at open, advanced by
+    /// fsync).
+    pub wb_seen: AtomicU64,
     /// For a file opened in kernel passthrough: its backing id (shared per inode).
     pub backing: Option<Arc<fuser::BackingId>>,
     /// Opened with FOPEN_DIRECT_IO: its reads and writes are the caller's own,
@@ -53,6 +57,13 @@ impl Handle {
     pub fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
+
+    /// Whether it was opened for writing (its backing fd's access mode).
+    pub fn writable(&self) -> bool {
+        // SAFETY: F_GETFL on an fd we own.
+        let flags = unsafe { libc::fcntl(self.raw(), libc::F_GETFL) };
+        flags >= 0 && flags & libc::O_ACCMODE != libc::O_RDONLY
+    }
 }
 
 /// Open handles by FUSE file handle number.
@@ -76,6 +87,7 @@ impl Handles {
             listing: Mutex::default(),
             stale: Default::default(),
             unreported_write_back_error: Default::default(),
+            wb_seen: Default::default(),
             backing,
             direct_io,
         });

@@ -297,6 +297,11 @@ impl Inner {
         self.writeback.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Whether this mount is an NFS client (`--cache nfs`).
+    pub fn is_nfs_client(&self) -> bool {
+        self.nfs.is_some()
+    }
+
     /// The operations recorded so far (empty unless recording).
     pub fn recorded(&self) -> Vec<slowfs_faults::durability::LogOp> {
         self.recorder.as_ref().map(|r| r.ops()).unwrap_or_default()
@@ -549,10 +554,16 @@ impl Inner {
         if write_back {
             verdict = verdict.for_write_back();
         }
-        let rpc = self.carried_write(carry);
-        if let Some(rpc) = &rpc {
-            verdict.delay += rpc.decision.delay;
-            verdict.hang = verdict.hang.or(rpc.decision.hang);
+        let rpcs = self.carried_writes(carry);
+        for rpc in &rpcs {
+            // The request waits for the WRITEs it sends (their delays,
+            // throttles and hangs), as a close or fsync waits for write-back.
+            let (delay, hang) = rpc.wait();
+            verdict.delay += delay;
+            verdict.hang = match (verdict.hang, hang) {
+                (Some(a), Some(b)) => Some(a.longer(b)),
+                (a, b) => a.or(b),
+            };
         }
         let done = Done {
             reply,
@@ -574,7 +585,7 @@ impl Inner {
             if panic_here {
                 panic!("SLOWFS_TEST_PANIC_PATH: a forced panic in a {op:?} request");
             }
-            if let Some(rpc) = rpc {
+            for rpc in rpcs {
                 inner.send_carried(rpc, fate, arrived);
             }
             let fate = if own_decision { fate } else { Fate::Run };
@@ -629,6 +640,9 @@ enum Carry {
     Nothing,
     /// Whatever inode `ino` has gathered, taken when the request arrives.
     Gathered(u64),
+    /// Whatever either inode has gathered (copy_file_range: its source and
+    /// its destination).
+    Both(u64, u64),
     /// This, of inode `ino`, taken by a write(2) that did not fit: the WRITE
     /// is all the rules see of that request, and its caller is answered that
     /// its data was taken (an error comes back at close or fsync).

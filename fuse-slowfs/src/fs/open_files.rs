@@ -36,8 +36,18 @@ pub(super) struct OpenFiles {
 #[derive(Debug, Default)]
 struct State {
     open: HashMap<u64, usize>,
-    /// Inode -> (directory inode, silly name).
-    silly: HashMap<u64, (u64, OsString)>,
+    /// Inode -> its silly name, while open.
+    silly: HashMap<u64, Silly>,
+}
+
+/// A file this client renamed to a `.nfs` name: where, and which file (the
+/// backing file's device and inode numbers), so that the last close removes
+/// that file and never another one found under the name.
+#[derive(Debug, Clone)]
+struct Silly {
+    parent: u64,
+    name: OsString,
+    file: (u64, u64),
 }
 
 impl OpenFiles {
@@ -46,7 +56,7 @@ impl OpenFiles {
     }
 
     /// A handle of `ino` closed: the silly name to remove if it was the last.
-    fn closed(&self, ino: u64) -> Option<(u64, OsString)> {
+    fn closed(&self, ino: u64) -> Option<Silly> {
         let mut state = self.state.lock().unwrap();
         let count = state.open.get_mut(&ino)?;
         *count -= 1;
@@ -59,6 +69,17 @@ impl OpenFiles {
 
     fn is_open(&self, ino: u64) -> bool {
         self.state.lock().unwrap().open.contains_key(&ino)
+    }
+
+    /// Whether `parent/name` is a silly name this client holds (its file is
+    /// open: the entry goes at the last close).
+    fn is_silly(&self, parent: u64, name: &OsStr) -> bool {
+        self.state
+            .lock()
+            .unwrap()
+            .silly
+            .values()
+            .any(|s| s.parent == parent && s.name == name)
     }
 }
 
@@ -80,18 +101,39 @@ impl Inner {
         if !self.silly_renames() {
             return;
         }
-        if let Some((parent, name)) = self.open_files.closed(ino) {
+        if let Some(Silly { parent, name, file }) = self.open_files.closed(ino) {
             let removed = (|| {
                 let dir = self.inodes.get(INodeNo(parent))?;
+                let cname = sys::component(&name)?;
+                // Only the file this client renamed there: another client
+                // may have moved it and put another file under the name.
+                let st = sys::stat_at(dir.raw(), &cname, libc::AT_SYMLINK_NOFOLLOW)?;
+                if (st.st_dev, st.st_ino) != file {
+                    tracing::warn!("silly-renamed {name:?} is another file now: left alone");
+                    return Ok(());
+                }
                 if let Some(node) = self.inodes.at(parent, &name) {
                     self.inodes.pin(&self.inodes.get(INodeNo(node))?);
                 }
-                sys::unlink_at(dir.raw(), &sys::component(&name)?, 0)
+                sys::unlink_at(dir.raw(), &cname, 0)
             })();
-            if let Err(errno) = removed {
-                tracing::warn!("cannot remove silly-renamed {name:?}: {errno:?}");
+            match removed {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(errno) => tracing::warn!("cannot remove silly-renamed {name:?}: {errno:?}"),
             }
         }
+    }
+
+    /// Under `--cache nfs`: EBUSY for an unlink of, or a rename from or over,
+    /// a silly name this client holds while its file is open (Linux:
+    /// `nfs_sillyrename` answers -EBUSY for a dentry already
+    /// DCACHE_NFSFS_RENAMED; fs/nfs/unlink.c). The name stays until the last
+    /// close, which removes it.
+    pub(super) fn check_not_silly(&self, parent: u64, name: &OsStr) -> SysResult<()> {
+        if self.silly_renames() && self.open_files.is_silly(parent, name) {
+            return Err(Errno::EBUSY);
+        }
+        Ok(())
     }
 
     /// Before `parent/name` is unlinked or renamed over: if this client has
@@ -106,6 +148,7 @@ impl Inner {
         if !self.silly_renames() {
             return Ok(false);
         }
+        self.check_not_silly(parent, name)?;
         let Some(ino) = self.inodes.at(parent, name) else {
             return Ok(false);
         };
@@ -113,7 +156,8 @@ impl Inner {
             return Ok(false);
         }
         let cname = sys::component(name)?;
-        let fileid = sys::stat_at(dir.raw(), &cname, libc::AT_SYMLINK_NOFOLLOW)?.st_ino;
+        let st = sys::stat_at(dir.raw(), &cname, libc::AT_SYMLINK_NOFOLLOW)?;
+        let fileid = st.st_ino;
         let silly = loop {
             // Linux's form: ".nfs" + 16 hex digits of the file id + 8 of a counter.
             let n = self.open_files.counter.fetch_add(1, Ordering::Relaxed);
@@ -131,12 +175,14 @@ impl Inner {
         };
         self.inodes
             .renamed((parent, &name.to_os_string()), (parent, &silly), false);
-        self.open_files
-            .state
-            .lock()
-            .unwrap()
-            .silly
-            .insert(ino, (parent, silly));
+        self.open_files.state.lock().unwrap().silly.insert(
+            ino,
+            Silly {
+                parent,
+                name: silly,
+                file: (st.st_dev, st.st_ino),
+            },
+        );
         Ok(true)
     }
 

@@ -16,7 +16,7 @@
 //! WRITE, which the rules see and `ctl stats` counts as a `write`.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -24,7 +24,7 @@ use fuser::Errno;
 use slowfs_faults::Op;
 
 use super::handles::Handle;
-use super::sys::{self, SysResult};
+use super::sys::SysResult;
 use super::{Carry, Inner};
 use crate::scheduler::Fate;
 use crate::stats::RequestOutcome;
@@ -32,29 +32,12 @@ use crate::stats::RequestOutcome;
 /// Data written to one file and not yet sent.
 #[derive(Debug)]
 pub(super) struct Pending {
+    /// The inode it was written to.
+    pub(super) ino: u64,
     /// The handle it was written through (its fd writes it).
     pub(super) handle: Arc<Handle>,
     pub(super) offset: u64,
     pub(super) data: Vec<u8>,
-}
-
-impl Pending {
-    /// Sends it: writes it to the backing file.
-    pub(super) fn write(&self) -> SysResult<()> {
-        let mut done = 0;
-        while done < self.data.len() {
-            let n = sys::pwrite(
-                self.handle.raw(),
-                &self.data[done..],
-                self.offset + done as u64,
-            )?;
-            if n == 0 {
-                return Err(Errno::EIO);
-            }
-            done += n;
-        }
-        Ok(())
-    }
 }
 
 /// Gathered writes per inode, and WRITE errors not yet reported.
@@ -63,7 +46,10 @@ pub(super) struct WriteBehind {
     pending: Mutex<HashMap<u64, Pending>>,
     /// How many inodes have pending data (the fast path: none).
     count: AtomicUsize,
-    errors: Mutex<HashMap<u64, Errno>>,
+    /// Per inode: how many WRITEs failed (the errseq counter) and the
+    /// latest one's errno. Each open file description keeps the count it
+    /// has reported up to ([`Handle::wb_seen`]).
+    errors: Mutex<HashMap<u64, (u64, Errno)>>,
 }
 
 impl WriteBehind {
@@ -87,6 +73,7 @@ impl WriteBehind {
             }
         }
         let fresh = Pending {
+            ino,
             handle: Arc::clone(handle),
             offset,
             data: data.to_vec(),
@@ -117,25 +104,76 @@ impl WriteBehind {
         pending.drain().map(|(_, p)| p).collect()
     }
 
-    /// A WRITE of `ino` failed: its close or fsync reports it.
+    /// A WRITE of `ino` failed: the file's error sequence moves on (the
+    /// mapping's errseq_t, set by `nfs_writeback_result` through
+    /// `mapping_set_error`).
     pub(super) fn failed(&self, ino: u64, errno: Errno) {
-        self.errors.lock().unwrap().entry(ino).or_insert(errno);
+        let mut errors = self.errors.lock().unwrap();
+        let e = errors.entry(ino).or_insert((0, errno));
+        *e = (e.0 + 1, errno);
     }
 
-    /// The first WRITE error of `ino` since the last report, if any.
-    pub(super) fn take_error(&self, ino: u64) -> SysResult<()> {
-        match self.errors.lock().unwrap().remove(&ino) {
-            Some(errno) => Err(errno),
-            None => Ok(()),
+    /// Where `ino`'s error sequence is now (`filemap_sample_wb_err`).
+    pub(super) fn sample(&self, ino: u64) -> u64 {
+        self.errors.lock().unwrap().get(&ino).map_or(0, |e| e.0)
+    }
+
+    /// The latest WRITE error of `ino` if one happened after `since`
+    /// (`filemap_check_wb_err`): what a close reports of its own flush.
+    pub(super) fn since(&self, ino: u64, since: u64) -> SysResult<()> {
+        match self.errors.lock().unwrap().get(&ino) {
+            Some(&(seq, errno)) if seq != since => Err(errno),
+            _ => Ok(()),
+        }
+    }
+
+    /// The latest WRITE error of `ino` that the open file description whose
+    /// mark is `seen` has not reported yet, which it now has
+    /// (`file_check_and_advance_wb_err`, as `nfs_file_fsync` reports it).
+    pub(super) fn check_and_advance(&self, ino: u64, seen: &AtomicU64) -> SysResult<()> {
+        let errors = self.errors.lock().unwrap();
+        match errors.get(&ino) {
+            Some(&(seq, errno)) if seq != seen.swap(seq, Ordering::SeqCst) => Err(errno),
+            _ => Ok(()),
+        }
+    }
+
+    /// Inode `ino` is forgotten: its error sequence goes too.
+    pub(super) fn forget(&self, ino: u64) {
+        if let Ok(mut errors) = self.errors.lock() {
+            errors.remove(&ino);
         }
     }
 }
 
-/// Gathered data a request sends, with what the rules decided for its WRITE.
+/// Most WRITEs one gathered range goes out in: a `short` rule that lets each
+/// move a byte would otherwise resend a 1 MiB range a million times; past
+/// this many the rest goes in one more WRITE, which the rules do not see.
+const MAX_RESENDS: usize = 1024;
+
+/// Gathered data a request sends, with what the rules decided for each WRITE
+/// it goes out in: the first, and one more for the rest each time a `short`
+/// rule lets a WRITE move less than it carried (the Linux client resends
+/// from where the server left off: `nfs_writeback_result`, fs/nfs/write.c).
+/// All are decided when the request arrives, in order, so that their delays
+/// and hangs hold the request that sends them.
 pub(super) struct CarriedWrite {
     ino: u64,
     pending: Pending,
-    pub(super) decision: slowfs_faults::Decision,
+    rpcs: Vec<slowfs_faults::Decision>,
+}
+
+impl CarriedWrite {
+    /// Every WRITE's delays together, and the longest hang.
+    pub(super) fn wait(&self) -> (std::time::Duration, Option<slowfs_faults::Hang>) {
+        let delay = self.rpcs.iter().map(|d| d.delay).sum();
+        let hang = self
+            .rpcs
+            .iter()
+            .filter_map(|d| d.hang)
+            .reduce(slowfs_faults::Hang::longer);
+        (delay, hang)
+    }
 }
 
 impl Inner {
@@ -156,61 +194,144 @@ impl Inner {
         (self.recorder.is_none() && self.crash.is_none()).then_some(nfs)
     }
 
-    /// What `carry` sends, taken now, with the rules' decision for it.
-    pub(super) fn carried_write(&self, carry: Carry) -> Option<CarriedWrite> {
-        let (ino, pending) = match carry {
-            Carry::Nothing => return None,
-            Carry::Gathered(ino) => (ino, self.write_behind.take(ino)?),
-            Carry::Overflow(ino, pending) => (ino, pending),
+    /// What `carry` sends, taken now, with the rules' decision for each
+    /// WRITE it goes out in.
+    pub(super) fn carried_writes(&self, carry: Carry) -> Vec<CarriedWrite> {
+        let taken = match carry {
+            Carry::Nothing => vec![],
+            Carry::Gathered(ino) => vec![(ino, self.write_behind.take(ino))],
+            Carry::Both(a, b) if a == b => vec![(a, self.write_behind.take(a))],
+            Carry::Both(a, b) => vec![
+                (a, self.write_behind.take(a)),
+                (b, self.write_behind.take(b)),
+            ],
+            Carry::Overflow(ino, pending) => vec![(ino, Some(pending))],
         };
-        let path = self.path_for(Op::Write, ino);
-        let decision = self
-            .plan
-            .decide(Op::Write, &path, pending.data.len() as u64);
-        Some(CarriedWrite {
-            ino,
-            pending,
-            decision,
-        })
+        taken
+            .into_iter()
+            .filter_map(|(ino, pending)| Some(self.decide_writes(ino, pending?)))
+            .collect()
     }
 
-    /// Sends a carried WRITE as `fate` says, and counts it. Its error is kept
-    /// for the file's next close or fsync.
+    /// The rules' decisions for the WRITEs `pending` goes out in.
+    fn decide_writes(&self, ino: u64, pending: Pending) -> CarriedWrite {
+        let path = self.path_for(Op::Write, ino);
+        let mut rpcs = Vec::new();
+        let mut left = pending.data.len() as u64;
+        while left > 0 && rpcs.len() < MAX_RESENDS {
+            let decision = self.plan.decide(Op::Write, &path, left);
+            let moved = decision.effects.short_to.map_or(left, |s| s.min(left));
+            // A WRITE that fails, or moves nothing, ends the range.
+            let ends = decision.crash || decision.error.is_some() || moved == 0;
+            rpcs.push(decision);
+            if ends {
+                break;
+            }
+            left -= moved;
+        }
+        CarriedWrite { ino, pending, rpcs }
+    }
+
+    /// Sends a carried WRITE (and its resends) as `fate` and the rules say,
+    /// through the same data path as a caller's write ([`Inner::write_data`]),
+    /// and counts each. An error is kept for the file's next close or fsync.
     pub(super) fn send_carried(&self, rpc: CarriedWrite, fate: Fate, arrived: Instant) {
-        let CarriedWrite {
-            ino,
-            pending,
-            decision,
-        } = rpc;
-        let result = match (fate, decision.error) {
+        let CarriedWrite { ino, pending, rpcs } = rpc;
+        debug_assert_eq!(ino, pending.ino);
+        let data = &pending.data[..];
+        let mut at = 0usize;
+        let mut result = Ok(());
+        for decision in &rpcs {
+            let sent = self.send_one(&pending, &data[at..], at as u64, decision, fate);
+            let outcome = RequestOutcome {
+                bytes: *sent.as_ref().unwrap_or(&0) as u64,
+                failed: sent.is_err(),
+            };
+            self.stats
+                .record(Op::Write, arrived.elapsed(), outcome, !decision.is_clean());
+            match sent {
+                Ok(n) => at += n,
+                Err(errno) => {
+                    result = Err(errno);
+                    break;
+                }
+            }
+        }
+        if result.is_ok() && at < data.len() {
+            // Past MAX_RESENDS: the rest in one WRITE the rules do not see.
+            let clean = slowfs_faults::Decision::default();
+            result = self
+                .send_one(&pending, &data[at..], at as u64, &clean, fate)
+                .map(|_| ());
+        }
+        if let Err(errno) = result {
+            self.write_behind.failed(ino, errno);
+        }
+    }
+
+    /// One WRITE of `data`, at `skip` bytes into `pending`'s range: the bytes
+    /// it moved.
+    fn send_one(
+        &self,
+        pending: &Pending,
+        data: &[u8],
+        skip: u64,
+        decision: &slowfs_faults::Decision,
+        fate: Fate,
+    ) -> SysResult<usize> {
+        match (fate, decision.error) {
             // A soft mount gave up: the data is lost, as on NFS.
-            (Fate::GaveUp, _) => Err(self.soft_timeout_errno()),
-            (Fate::Run, Some(errno)) => Err(Errno::from_i32(errno)),
+            (Fate::GaveUp, _) => return Err(self.soft_timeout_errno()),
+            (Fate::Run, Some(errno)) => return Err(Errno::from_i32(errno)),
             // Run, or its caller was killed: the dirty pages are still
             // written back, as the kernel writes them back for a dead process.
-            _ => pending.write(),
-        };
-        match result {
-            Ok(()) => self.wrote_here(ino, pending.handle.raw()),
-            Err(errno) => self.write_behind.failed(ino, errno),
+            _ => {}
         }
-        let outcome = RequestOutcome {
-            bytes: if result.is_ok() {
-                pending.data.len() as u64
-            } else {
-                0
-            },
-            failed: result.is_err(),
-        };
-        self.stats
-            .record(Op::Write, arrived.elapsed(), outcome, !decision.is_clean());
+        if decision.crash {
+            self.crash_now();
+            return Err(Errno::EIO);
+        }
+        let len = decision
+            .effects
+            .short_to
+            .map_or(data.len(), |s| (s as usize).min(data.len()));
+        if len == 0 {
+            // "NFS: Server wrote zero bytes": the client fails the range
+            // with EIO (nfs_writeback_result).
+            return Err(Errno::EIO);
+        }
+        let h = &pending.handle;
+        // A file another client removed: NFS3ERR_STALE for the WRITE.
+        self.check_not_stale(h.raw())?;
+        let (n, _) = self.write_data(
+            &decision.effects,
+            pending.ino,
+            h,
+            pending.offset + skip,
+            &data[..len],
+            None,
+        )?;
+        if n == 0 {
+            return Err(Errno::EIO);
+        }
+        Ok(n)
     }
 
     /// At unmount: everything gathered is written, without rules.
     pub(super) fn send_all_gathered(&self) {
+        let clean = slowfs_faults::Decision::default();
         for pending in self.write_behind.take_all() {
-            if let Err(errno) = pending.write() {
-                tracing::warn!("a gathered write could not be written at unmount: {errno:?}");
+            let mut at = 0;
+            while at < pending.data.len() {
+                match self.send_one(&pending, &pending.data[at..], at as u64, &clean, Fate::Run) {
+                    Ok(n) => at += n,
+                    Err(errno) => {
+                        tracing::warn!(
+                            "a gathered write could not be written at unmount: {errno:?}"
+                        );
+                        break;
+                    }
+                }
             }
         }
     }

@@ -223,17 +223,20 @@ impl NfsCache {
     }
 
     /// How long a soft mount waits for an answer before it gives up (`None`
-    /// on a hard mount). nfs(5), over TCP: the first retransmission after
-    /// `timeo`, each next one `timeo` later than the last (linear backoff, at
-    /// most 600 s apart), and the major timeout after `retrans` of them.
+    /// on a hard mount): the major timeout over TCP, `timeo` × (1 +
+    /// `retrans`), at most 600 s. Linux: `nfs_init_timeout_values`
+    /// (fs/nfs/client.c) sets `to_increment = to_initval` (linear backoff) and
+    /// caps `to_maxval` at `NFS_MAX_TCP_TIMEOUT` (600 s);
+    /// `xprt_calc_majortimeo` (net/sunrpc/xprt.c) puts the major timeout at
+    /// `to_initval + to_increment * to_retries` from the request's start, and
+    /// `xprt_request_timeout` wakes the request at it even when the next
+    /// retransmission would come later. So 180 s by default (timeo=600,
+    /// retrans=2), 1.0 s for `timeo=5,retrans=1`.
     pub fn gives_up_after(&self) -> Option<Duration> {
+        const MAX: Duration = Duration::from_secs(600);
         match self.recovery {
             Recovery::Hard => None,
-            Recovery::Soft(_) => Some(
-                (1..=self.retrans + 1)
-                    .map(|k| (self.timeo * k).min(Duration::from_secs(600)))
-                    .sum(),
-            ),
+            Recovery::Soft(_) => Some((self.timeo.min(MAX) * (self.retrans + 1)).min(MAX)),
         }
     }
 
@@ -471,18 +474,22 @@ mod tests {
         let n = nfs("nfs:soft,timeo=10,retrans=3,nolock");
         assert_eq!(n.recovery, Recovery::Soft(libc::EIO));
         assert!(!n.lock);
-        // 1 + 2 + 3 + 4 seconds: linear backoff from timeo.
-        assert_eq!(n.gives_up_after(), Some(Duration::from_secs(10)));
-        // The defaults: 60 + 120 + 180 s; hard never gives up.
+        // 1 s x (1 + 3): xprt_calc_majortimeo with linear backoff.
+        assert_eq!(n.gives_up_after(), Some(Duration::from_secs(4)));
+        // The defaults: 60 s x (1 + 2); hard never gives up.
         assert_eq!(
             nfs("nfs:soft").gives_up_after(),
-            Some(Duration::from_secs(360))
+            Some(Duration::from_secs(180))
         );
         assert_eq!(nfs("nfs").gives_up_after(), None);
-        // Each wait is at most 600 s.
+        assert_eq!(
+            nfs("nfs:soft,timeo=5,retrans=1").gives_up_after(),
+            Some(Duration::from_secs(1))
+        );
+        // At most 600 s (NFS_MAX_TCP_TIMEOUT caps to_maxval).
         assert_eq!(
             nfs("nfs:softerr,timeo=6000,retrans=1").gives_up_after(),
-            Some(Duration::from_secs(1200))
+            Some(Duration::from_secs(600))
         );
         assert_eq!(
             "every-call".parse::<CachePolicy>(),

@@ -11,12 +11,14 @@ use std::time::Duration;
 use slowfs::fixture::SlowMount;
 use slowfs::CachePolicy;
 
-/// A child a test starts holds a copy of every fd the test process has open
-/// until its exec closes them, and each such close is a FUSE flush that
-/// sends that file's gathered writes (as on NFS: `nfs_file_flush` runs for
-/// every close of a description open for writing). A test whose outcome
-/// depends on when gathered data is sent holds [`no_forks`]; a test that
-/// starts a child holds [`forking`] meanwhile.
+/// A child of the test process holds a copy of every fd the process has
+/// open until its exec (or, for a mount's unmount guard, its close_range)
+/// closes them, and each such close is a FUSE flush that sends that file's
+/// gathered writes (as on NFS: `nfs_file_flush` runs for every close of a
+/// description open for writing). A test whose outcome depends on when
+/// gathered data is sent holds [`no_forks`] while it has files open, after
+/// its mounts are made; mounting (which forks the guard) and starting a
+/// child hold [`forking`].
 static FORKS: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 fn no_forks() -> std::sync::RwLockReadGuard<'static, ()> {
@@ -29,6 +31,7 @@ fn forking() -> std::sync::RwLockWriteGuard<'static, ()> {
 
 fn client(policy: &str, backing: Option<&std::path::Path>, rules: &[&str]) -> SlowMount {
     let policy: CachePolicy = policy.parse().unwrap();
+    let _forks = forking();
     SlowMount::configured(rules, |config| {
         config.cache = policy;
         if let Some(backing) = backing {
@@ -312,36 +315,60 @@ fn a_hard_mount_waits_out_the_outage_and_only_sigkill_ends_the_wait() {
     assert_eq!(reader.join().unwrap().unwrap(), "after the outage");
 }
 
-/// Reads an uncached file through a `read hang` outage: the errno and when.
-fn outage_read(policy: &str) -> (Option<i32>, Duration) {
+/// Reads an uncached file through a `read hang` outage: the errno, when, and
+/// how long each held READ waited (the kernel may send more than one: a
+/// failed read-ahead is followed by a read of the page alone).
+fn outage_read(policy: &str) -> (Option<i32>, Duration, Vec<Duration>) {
     let m = client(policy, None, &["read hang"]);
     std::fs::write(m.backing_path("f"), "x").unwrap();
-    let started = std::time::Instant::now();
     let path = m.path("f");
-    let reader = std::thread::spawn(move || std::fs::read(path));
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let reader = std::thread::spawn(move || {
+        // SAFETY: gettid has no preconditions.
+        tid_tx.send(unsafe { libc::gettid() } as u32).unwrap();
+        go_rx.recv().unwrap();
+        std::fs::read(path)
+    });
+    let tid = tid_rx.recv().unwrap();
+    m.watch_thread(tid);
+    let started = std::time::Instant::now();
+    go_tx.send(()).unwrap();
     while !reader.is_finished() && started.elapsed() < Duration::from_secs(6) {
         std::thread::sleep(Duration::from_millis(10));
     }
     let took = started.elapsed();
     m.release();
     let errno = reader.join().unwrap().err().and_then(|e| e.raw_os_error());
-    println!("{policy}: {errno:?} after {took:?}");
-    (errno, took)
+    let held: Vec<Duration> = m
+        .waits_of(tid)
+        .into_iter()
+        .filter(|w| w.faulted)
+        .map(|w| w.latency)
+        .collect();
+    println!("{policy}: {errno:?} after {took:?}; held READs {held:?}");
+    (errno, took, held)
 }
 
 #[test]
 fn a_soft_mount_fails_at_its_major_timeout() {
-    // timeo=5 (0.5 s), retrans=1: 0.5 s + 1 s, then EIO.
-    let (errno, took) = outage_read("nfs:soft,timeo=5,retrans=1");
+    // timeo=5 (0.5 s), retrans=1: each held request fails with EIO at the
+    // major timeout, 0.5 s x (1 + 1) from its start (xprt_calc_majortimeo;
+    // xprt_request_timeout wakes the request there, not at the second
+    // retransmission's 1.5 s).
+    let (errno, _, held) = outage_read("nfs:soft,timeo=5,retrans=1");
     assert_eq!(errno, Some(libc::EIO));
-    assert!(
-        took >= Duration::from_millis(1450) && took < Duration::from_secs(5),
-        "{took:?}"
-    );
-    let (errno, _) = outage_read("nfs:softerr,timeo=5,retrans=0");
+    assert!(!held.is_empty());
+    for each in &held {
+        assert!(
+            *each >= Duration::from_millis(950) && *each < Duration::from_millis(1450),
+            "{held:?}"
+        );
+    }
+    let (errno, _, _) = outage_read("nfs:softerr,timeo=5,retrans=0");
     assert_eq!(errno, Some(libc::ETIMEDOUT));
     // Negative control: hard still waits when the soft one has given up.
-    let (errno, took) = outage_read("nfs:hard,timeo=5,retrans=1");
+    let (errno, took, _) = outage_read("nfs:hard,timeo=5,retrans=1");
     assert_eq!(errno, None, "released, then served");
     assert!(took >= Duration::from_secs(6));
 }
@@ -431,6 +458,7 @@ fn a_file_another_client_removed_gives_estale_on_an_open_handle() {
 /// time, then closed.
 fn writes_for_sequential_4k(policy: &str) -> (u64, u64) {
     let m = client(policy, None, &["write delay=1ms"]);
+    let _quiet = no_forks();
     let mut file = std::fs::File::create(m.path("f")).unwrap();
     let before = m.stats().count("write");
     let block = vec![9u8; 4096];
@@ -452,7 +480,6 @@ fn writes_for_sequential_4k(policy: &str) -> (u64, u64) {
 
 #[test]
 fn writes_are_gathered_into_wsize_requests_sent_at_close() {
-    let _quiet = no_forks();
     // The NFS client sends 4 WRITEs of 1 MiB; within 2x of that.
     let (writes, gathered) = writes_for_sequential_4k("nfs");
     assert!((1..=8).contains(&writes), "{writes} WRITEs");
@@ -469,8 +496,8 @@ fn writes_are_gathered_into_wsize_requests_sent_at_close() {
 
 #[test]
 fn a_failed_write_is_reported_at_close_as_on_nfs() {
-    let _quiet = no_forks();
     let m = client("nfs", None, &["write error=ENOSPC"]);
+    let _quiet = no_forks();
     let mut file = std::fs::File::create(m.path("f")).unwrap();
     std::io::Write::write_all(&mut file, &[1u8; 8192]).expect("write(2) succeeds: gathered");
     // close(2): std's File ignores its result, so call it by hand.
@@ -483,6 +510,7 @@ fn a_failed_write_is_reported_at_close_as_on_nfs() {
         (-1, Some(libc::ENOSPC)),
         "close reports the WRITE's error"
     );
+    drop(_quiet);
     // Negative control: every-call fails the write(2) itself.
     let m = client("every-call", None, &["write error=ENOSPC"]);
     let mut file = std::fs::File::create(m.path("f")).unwrap();
@@ -490,32 +518,63 @@ fn a_failed_write_is_reported_at_close_as_on_nfs() {
     assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
 }
 
-/// Client A writes `tmp` and renames it over `final`, closing it before the
-/// rename or not; what client B then reads from `final`.
-fn handoff_by_rename(close_first: bool) -> String {
+/// How client A hands `tmp` over to client B.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Handoff {
+    /// Close, then rename to `final`.
+    CloseThenRename,
+    /// Rename to `final` while still open.
+    RenameOpen,
+    /// Hard-link as `final` while still open.
+    LinkOpen,
+    /// Neither: B opens `tmp` while A has it open.
+    Neither,
+}
+
+/// Client A writes `tmp` and hands it over as `how` says; what client B
+/// then reads.
+fn handoff_by_rename(how: Handoff) -> String {
     let a = client("nfs", None, &[]);
     let b = client("nfs", Some(&a.backing_path("")), &[]);
+    let _quiet = no_forks();
     let mut tmp = std::fs::File::create(a.path("tmp")).unwrap();
     std::io::Write::write_all(&mut tmp, b"the whole document").unwrap();
-    let tmp = if close_first {
+    let tmp = if how == Handoff::CloseThenRename {
         drop(tmp);
         None
     } else {
         Some(tmp)
     };
-    std::fs::rename(a.path("tmp"), a.path("final")).unwrap();
-    let seen = std::fs::read_to_string(b.path("final")).unwrap();
+    let name = match how {
+        Handoff::CloseThenRename | Handoff::RenameOpen => {
+            std::fs::rename(a.path("tmp"), a.path("final")).unwrap();
+            "final"
+        }
+        Handoff::LinkOpen => {
+            std::fs::hard_link(a.path("tmp"), a.path("final")).unwrap();
+            "final"
+        }
+        Handoff::Neither => "tmp",
+    };
+    let seen = std::fs::read_to_string(b.path(name)).unwrap();
     drop(tmp);
-    println!("close before rename: {close_first}; B read {seen:?}");
+    println!("{how:?}: B read {seen:?}");
     seen
 }
 
 #[test]
-fn a_handoff_by_rename_is_safe_after_close_and_not_before() {
-    assert_eq!(handoff_by_rename(true), "the whole document");
-    // Negative control: renamed into place before close, the data is still
-    // in A's cache; B finds the file empty.
-    assert_eq!(handoff_by_rename(false), "");
+fn a_handoff_by_rename_or_link_sends_the_data_first() {
+    assert_eq!(
+        handoff_by_rename(Handoff::CloseThenRename),
+        "the whole document"
+    );
+    // nfs_rename and nfs_link write the file's dirty data back first
+    // (nfs_sync_inode): renamed or linked before close, B still reads it.
+    assert_eq!(handoff_by_rename(Handoff::RenameOpen), "the whole document");
+    assert_eq!(handoff_by_rename(Handoff::LinkOpen), "the whole document");
+    // Negative control: neither closed nor renamed, the data is still in
+    // A's cache; B finds the file empty.
+    assert_eq!(handoff_by_rename(Handoff::Neither), "");
 }
 
 /// examples/nfs/sqlite_two_clients.py on two clients: its JSON verdict.
@@ -563,7 +622,8 @@ fn sqlite_on_two_clients_is_safe_with_lock_and_breaks_with_nolock() {
 // ---------------------------------------------------------------------------
 // Fault x mode matrix (issue 41, item 8): every action either acts on what
 // reaches the rules in every mode (the write(2) by default; under
-// `--cache nfs` the WRITE the client sends) or is refused at `set` with why.
+// `--cache nfs` the WRITE the client sends; also on a recording mount) or
+// is refused at `set` with why.
 
 /// The mount modes of the matrix.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -574,13 +634,17 @@ enum Mode {
     NoPassthrough,
     /// `--cache nfs`.
     Nfs,
+    /// Recording for explore (the operation log).
+    Recording,
 }
 
 fn matrix_mount(mode: Mode) -> SlowMount {
+    let _forks = forking();
     SlowMount::configured(&[], |config| match mode {
         Mode::Default => {}
         Mode::NoPassthrough => config.passthrough = false,
         Mode::Nfs => config.cache = "nfs".parse().unwrap(),
+        Mode::Recording => config.durability = slowfs::Durability::Record,
     })
     .expect("mounting slowfs (needs /dev/fuse)")
 }
@@ -634,6 +698,7 @@ fn close_fd(file: std::fs::File) -> Result<(), i32> {
 /// Creates `f` through the mount: two halves, each one pwrite(2) and an
 /// fsync, then close.
 fn write_workload(m: &SlowMount) -> Seen {
+    let _quiet = no_forks();
     let before = m.stats().count("write");
     let started = std::time::Instant::now();
     let file = std::fs::File::create(m.path("f")).unwrap();
@@ -653,6 +718,7 @@ fn write_workload(m: &SlowMount) -> Seen {
 
 /// Reads `r` (16 KiB of 'O', written to the backing file) through the mount.
 fn read_workload(m: &SlowMount) -> Seen {
+    let _quiet = no_forks();
     std::fs::write(m.backing_path("r"), vec![b'O'; 16 << 10]).unwrap();
     let before = m.stats().count("read");
     let started = std::time::Instant::now();
@@ -747,7 +813,8 @@ fn matrix() -> Vec<(&'static str, bool, Option<Check>)> {
                 // at fsync; elsewhere the write(2) itself fails.
                 let write_failed = s.writes.iter().any(|w| w.is_err());
                 match (mode, write_failed) {
-                    (Mode::Nfs, false) | (Mode::Default | Mode::NoPassthrough, true) => Ok(()),
+                    (Mode::Nfs, false)
+                    | (Mode::Default | Mode::NoPassthrough | Mode::Recording, true) => Ok(()),
                     _ => Err(format!("ENOSPC at the wrong call for {mode:?}: {s:?}")),
                 }
             }),
@@ -757,7 +824,7 @@ fn matrix() -> Vec<(&'static str, bool, Option<Check>)> {
             true,
             Some(|mode, s, b| match mode {
                 // The caller sees the short count.
-                Mode::Default | Mode::NoPassthrough => {
+                Mode::Default | Mode::NoPassthrough | Mode::Recording => {
                     if s.writes.iter().any(|w| matches!(w, Ok(n) if *n < HALF)) {
                         Ok(())
                     } else {
@@ -782,7 +849,7 @@ fn matrix() -> Vec<(&'static str, bool, Option<Check>)> {
             "write short=0!",
             true,
             Some(|mode, s, _| match mode {
-                Mode::Default | Mode::NoPassthrough => {
+                Mode::Default | Mode::NoPassthrough | Mode::Recording => {
                     if s.writes.iter().all(|w| *w == Ok(0)) {
                         Ok(())
                     } else {
@@ -851,10 +918,14 @@ fn matrix() -> Vec<(&'static str, bool, Option<Check>)> {
 
 #[test]
 fn every_fault_acts_or_is_refused_in_every_mode() {
-    let _quiet = no_forks();
     let mut failures = Vec::new();
     let mut table = String::new();
-    for mode in [Mode::Default, Mode::NoPassthrough, Mode::Nfs] {
+    for mode in [
+        Mode::Default,
+        Mode::NoPassthrough,
+        Mode::Nfs,
+        Mode::Recording,
+    ] {
         // Negative control: with no rule, every workload is fast and exact.
         let base_write = write_workload(&matrix_mount(mode));
         intact(&base_write).unwrap_or_else(|e| panic!("{mode:?} without a rule: {e}"));
@@ -924,6 +995,7 @@ fn copy_over_gathered(policy: &str, gathered_first: bool) -> (Vec<u8>, Vec<u8>) 
     use std::os::fd::AsRawFd;
     let m = client(policy, None, &[]);
     std::fs::write(m.path("src"), vec![b'S'; 8192]).unwrap();
+    let _quiet = no_forks();
     let src = std::fs::File::open(m.path("src")).unwrap();
     let dst = open_rw_create(m.path("dst"));
     if gathered_first {
@@ -965,7 +1037,6 @@ fn count_of(data: &[u8], byte: u8) -> usize {
 
 #[test]
 fn copy_file_range_over_gathered_writes_leaves_the_copied_bytes() {
-    let _quiet = no_forks();
     let (through, disk) = copy_over_gathered("nfs", true);
     println!(
         "nfs: through the mount {} S / {} A, on disk {} S / {} A",
@@ -1069,6 +1140,7 @@ fn fsync_of(file: &std::fs::File) -> Result<(), i32> {
 /// fsync, writer's close, bytes on disk).
 fn reader_closes_first(rules: &[&str]) -> (Outcome, Outcome, Outcome, usize) {
     let m = client("nfs", None, rules);
+    let _quiet = no_forks();
     let writer = std::fs::File::create(m.path("f")).unwrap();
     writer.write_all_at(&vec![7u8; 1 << 20], 0).unwrap();
     let reader = std::fs::File::open(m.path("f")).unwrap();
@@ -1081,7 +1153,6 @@ fn reader_closes_first(rules: &[&str]) -> (Outcome, Outcome, Outcome, usize) {
 
 #[test]
 fn a_write_back_error_goes_to_the_writer_not_to_a_readers_close() {
-    let _quiet = no_forks();
     let seen = reader_closes_first(&["write error=ENOSPC"]);
     println!("ENOSPC: reader close, writer fsync, writer close, disk: {seen:?}");
     assert_eq!(
@@ -1127,6 +1198,7 @@ fn a_childs_exec_does_not_take_the_writers_write_back_error() {
 /// unrelated open(O_RDONLY) + close. (writer's close, the later close).
 fn later_close_after_soft_timeout(policy: &str) -> (Result<(), i32>, Result<(), i32>) {
     let m = client(policy, None, &[]);
+    let _quiet = no_forks();
     std::fs::write(m.path("f"), "x").unwrap();
     let writer = std::fs::OpenOptions::new()
         .write(true)
@@ -1142,8 +1214,7 @@ fn later_close_after_soft_timeout(policy: &str) -> (Result<(), i32>, Result<(), 
 
 #[test]
 fn a_soft_timeout_is_not_reported_to_a_later_unrelated_close() {
-    let _quiet = no_forks();
-    // timeo=5,retrans=1: the WRITE is given up after 1.5 s.
+    // timeo=5,retrans=1: the WRITE is given up after 1 s.
     let (close, later) = later_close_after_soft_timeout("nfs:soft,timeo=5,retrans=1");
     println!("soft: writer close {close:?}, later read-only close {later:?}");
     assert_eq!(
@@ -1166,6 +1237,7 @@ fn close_after_other_client_removed(remove: bool) -> Result<(), i32> {
     let a = client("nfs", None, &[]);
     std::fs::write(a.path("f"), "x").unwrap();
     let b = client("nfs", Some(&a.backing_path("")), &[]);
+    let _quiet = no_forks();
     let writer = std::fs::OpenOptions::new()
         .write(true)
         .open(a.path("f"))
@@ -1179,7 +1251,6 @@ fn close_after_other_client_removed(remove: bool) -> Result<(), i32> {
 
 #[test]
 fn a_write_to_a_file_another_client_removed_fails_at_close_with_estale() {
-    let _quiet = no_forks();
     let close = close_after_other_client_removed(true);
     println!("orphan: close {close:?}");
     assert_eq!(close, Err(libc::ESTALE), "the WRITE to a removed file");
@@ -1194,6 +1265,7 @@ fn a_write_to_a_file_another_client_removed_fails_at_close_with_estale() {
 /// WRITE requests, and the mode of `s` (set-ID, 06777) after one write by
 /// the same user.
 fn writes_as(policy: &str, uid: u32) -> (u64, u32) {
+    let forks = forking();
     let m = SlowMount::configured(&[], |config| {
         config.cache = policy.parse().unwrap();
         config.options.allow_other = true;
@@ -1202,6 +1274,7 @@ fn writes_as(policy: &str, uid: u32) -> (u64, u32) {
         config.passthrough = false;
     })
     .expect("mounting slowfs (needs /dev/fuse)");
+    drop(forks);
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(m.backing_path(""), std::fs::Permissions::from_mode(0o777)).unwrap();
     std::fs::write(m.backing_path("f"), "").unwrap();

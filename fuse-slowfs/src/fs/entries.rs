@@ -13,7 +13,7 @@ use super::changes::Change;
 use super::filesystem::GENERATION;
 use super::inodes::Node;
 use super::sys::{self, Caller, SysResult};
-use super::{attr, Ask, Inner, SlowFs};
+use super::{attr, Ask, Carry, Inner, SlowFs};
 use crate::stats::RequestOutcome;
 
 pub(super) fn lookup(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
@@ -260,9 +260,16 @@ pub(super) fn rename(
 ) {
     let inner = &fs.inner;
     let path = inner.child_path(parent.0, name);
+    // nfs_rename (fs/nfs/dir.c) writes a regular file's dirty data back
+    // before the RENAME (`nfs_sync_inode`), so that another client that
+    // opens it under its new name finds it.
+    let carry = match inner.inodes.at(parent.0, name) {
+        Some(ino) => Carry::Gathered(ino),
+        None => Carry::Nothing,
+    };
     let (name, newname) = (name.to_os_string(), newname.to_os_string());
     inner.serve(
-        Ask::new(req, Op::Rename, &path),
+        Ask::new(req, Op::Rename, &path).carrying(carry),
         &[],
         reply,
         move |inner, done, _, _| {
@@ -330,8 +337,9 @@ pub(super) fn link(
     let inner = &fs.inner;
     let path = inner.child_path(newparent.0, newname);
     let newname = newname.to_os_string();
+    // nfs_link writes a regular file's dirty data back first, as nfs_rename.
     inner.serve(
-        Ask::new(req, Op::Link, &path),
+        Ask::new(req, Op::Link, &path).carrying(Carry::Gathered(ino.0)),
         &[],
         reply,
         move |inner, done, _, _| {

@@ -12,8 +12,11 @@
 //! daemon is the client here: it gathers contiguous writes per file and
 //! answers them at once, and a request that must see the data first (the
 //! write that does not fit, flush, fsync, release, getattr, setattr, read,
-//! lseek, fallocate, copy_file_range, lock) carries the gathered data as one
-//! WRITE, which the rules see and `ctl stats` counts as a `write`.
+//! lseek, fallocate, copy_file_range, lock, rename, link) carries the
+//! gathered data as one or more WRITEs, which the rules see and `ctl stats`
+//! counts as `write`s. A WRITE goes through the same fault and data path as
+//! a direct write ([`Inner::write_data`]). Its error is kept per file as an
+//! error sequence (errseq) that each open file description reports once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

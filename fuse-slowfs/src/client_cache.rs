@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The cache policy of a mount (`--cache`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -371,7 +371,10 @@ impl Version {
 #[derive(Debug, Clone, Copy)]
 struct Seen {
     version: Version,
+    /// The attribute cache time (`attrtimeo`).
     timeout: Duration,
+    /// When it was last set (`attrtimeo_timestamp`).
+    since: Instant,
 }
 
 impl Seen {
@@ -380,6 +383,7 @@ impl Seen {
         Seen {
             version,
             timeout: nfs.window(false).0,
+            since: Instant::now(),
         }
     }
 }
@@ -394,17 +398,34 @@ pub struct ClientView {
 
 impl ClientView {
     /// Attributes of `ino` at `version` are sent to the kernel: how long it
-    /// may cache them. The first time and after a change, the minimum; each
-    /// revalidation that finds nothing changed doubles it, up to the maximum.
+    /// may cache them. The first time and after a change, the minimum; a
+    /// revalidation that finds nothing changed doubles it (up to the
+    /// maximum) only once the current time has run out since it was set:
+    /// replies within it leave it as it is (`nfs_update_inode`,
+    /// fs/nfs/inode.c: `attrtimeo <<= 1` only when `now` is outside
+    /// `[attrtimeo_timestamp, attrtimeo_timestamp + attrtimeo)`).
     pub fn attributes(&self, nfs: &NfsCache, ino: u64, dir: bool, version: Version) -> Duration {
         let (min, max) = nfs.window(dir);
+        let now = Instant::now();
         let mut seen = self.seen.lock().unwrap();
-        let timeout = match seen.get(&ino) {
-            Some(s) if s.version == version => (s.timeout * 2).clamp(min, max),
-            _ => min,
+        let next = match seen.get(&ino) {
+            Some(s) if s.version == version && now >= s.since + s.timeout => Seen {
+                version,
+                timeout: (s.timeout * 2).clamp(min, max),
+                since: now,
+            },
+            Some(s) if s.version == version => Seen {
+                timeout: s.timeout.clamp(min, max),
+                ..*s
+            },
+            _ => Seen {
+                version,
+                timeout: min,
+                since: now,
+            },
         };
-        seen.insert(ino, Seen { version, timeout });
-        timeout
+        seen.insert(ino, next);
+        next.timeout
     }
 
     /// This client changed `ino` itself (a write it sent): the new version is
@@ -498,6 +519,31 @@ mod tests {
     }
 
     #[test]
+    fn the_attribute_time_doubles_only_after_it_ran_out() {
+        let n = nfs("nfs:acregmin=1,acregmax=60");
+        let view = ClientView::default();
+        let v = Version {
+            mtime: 1,
+            ctime: 1,
+            size: 1,
+        };
+        // Five replies within the first second: still the minimum.
+        for _ in 0..5 {
+            assert_eq!(view.attributes(&n, 7, false, v), Duration::from_secs(1));
+        }
+        // One after it ran out: doubled, once.
+        std::thread::sleep(Duration::from_millis(1050));
+        assert_eq!(view.attributes(&n, 7, false, v), Duration::from_secs(2));
+        assert_eq!(view.attributes(&n, 7, false, v), Duration::from_secs(2));
+        // A change: back to the minimum.
+        let changed = Version { size: 2, ..v };
+        assert_eq!(
+            view.attributes(&n, 7, false, changed),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
     fn bad_options_name_the_known_ones() {
         for (text, says) in [
             ("nfs:actime=3", "known: ac, noac"),
@@ -527,7 +573,7 @@ mod tests {
     }
 
     #[test]
-    fn attribute_timeouts_grow_while_unchanged_and_reset_on_change() {
+    fn attribute_timeouts_hold_within_their_time_and_reset_on_change() {
         let n = NfsCache::default();
         let view = ClientView::default();
         let v1 = Version {
@@ -538,12 +584,11 @@ mod tests {
         let v2 = Version { size: 2, ..v1 };
         let secs = |s| Duration::from_secs(s);
         assert_eq!(view.attributes(&n, 5, false, v1), secs(3));
-        assert_eq!(view.attributes(&n, 5, false, v1), secs(6));
-        assert_eq!(view.attributes(&n, 5, false, v1), secs(12));
-        for _ in 0..5 {
-            view.attributes(&n, 5, false, v1);
+        // Replies within the 3 s do not lengthen it (growth after it ran
+        // out: the_attribute_time_doubles_only_after_it_ran_out).
+        for _ in 0..8 {
+            assert_eq!(view.attributes(&n, 5, false, v1), secs(3));
         }
-        assert_eq!(view.attributes(&n, 5, false, v1), secs(60));
         assert_eq!(view.attributes(&n, 5, false, v2), secs(3));
         assert_eq!(view.attributes(&n, 6, true, v1), secs(30));
         assert!(view.still_current(&n, 5, v2));

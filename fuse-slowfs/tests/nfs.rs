@@ -1332,3 +1332,44 @@ fn writes_without_cap_fsetid_are_gathered_and_still_drop_set_id_bits() {
     let (every, _) = writes_as("every-call", 65534);
     assert_eq!(every, 64 + 1, "every call pays");
 }
+
+// ---------------------------------------------------------------------------
+// Issue 41, item 11: the attribute time doubles only when a revalidation
+// after it ran out finds the file unchanged (nfs_update_inode), not at every
+// reply.
+
+/// Client B opens and fstats `f` `opens` times in quick succession (each
+/// open drops the cached attributes, close-to-open; each fstat is a GETATTR
+/// whose reply finds the file unchanged), then client A grows the file: how
+/// long B's stat shows the old size (at most `limit`).
+fn stale_size_after_revalidations(policy: &str, opens: usize, limit: Duration) -> Duration {
+    let a = client(policy, None, &[]);
+    std::fs::write(a.path("f"), "x").unwrap();
+    let b = client(policy, Some(&a.backing_path("")), &[]);
+    for _ in 0..opens {
+        let file = std::fs::File::open(b.path("f")).unwrap();
+        assert_eq!(file.metadata().unwrap().len(), 1);
+    }
+    std::fs::write(a.path("f"), "grown").unwrap();
+    let started = std::time::Instant::now();
+    while std::fs::metadata(b.path("f")).unwrap().len() == 1 && started.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stale = started.elapsed();
+    println!("{policy}, {opens} revalidations: B saw the old size for {stale:?}");
+    stale
+}
+
+#[test]
+fn replies_within_the_attribute_time_do_not_lengthen_it() {
+    // acregmin=1: ten revalidations within the first second leave the time
+    // at 1 s, so B sees A's new size within about a second (NFS: at most
+    // acregmin after the last revalidation).
+    let limit = Duration::from_secs(5);
+    let stale = stale_size_after_revalidations("nfs:acregmin=1,acregmax=60", 10, limit);
+    assert!(stale < Duration::from_millis(2500), "{stale:?}");
+    // Negative control: the window is honoured (acregmin=4: stale for
+    // seconds), so the measurement can see a long one.
+    let stale = stale_size_after_revalidations("nfs:acregmin=4,acregmax=60", 10, limit);
+    assert!(stale >= Duration::from_millis(2500), "{stale:?}");
+}

@@ -1373,3 +1373,35 @@ fn replies_within_the_attribute_time_do_not_lengthen_it() {
     let stale = stale_size_after_revalidations("nfs:acregmin=4,acregmax=60", 10, limit);
     assert!(stale >= Duration::from_millis(2500), "{stale:?}");
 }
+
+// ---------------------------------------------------------------------------
+// Issue 41, item 12: O_APPEND is not atomic across clients.
+
+/// Clients A and B open `log` with O_APPEND, each appends a line, A closes,
+/// then B: what the file holds.
+fn two_clients_append(policy: &str) -> String {
+    let a = client(policy, None, &[]);
+    std::fs::write(a.path("log"), "").unwrap();
+    let b = client(policy, Some(&a.backing_path("")), &[]);
+    let _quiet = no_forks();
+    let append = |path| std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    let mut from_a = append(a.path("log"));
+    let mut from_b = append(b.path("log"));
+    std::io::Write::write_all(&mut from_a, b"from A\n").unwrap();
+    std::io::Write::write_all(&mut from_b, b"from B\n").unwrap();
+    assert_eq!(close_fd(from_a), Ok(()));
+    assert_eq!(close_fd(from_b), Ok(()));
+    let log = std::fs::read_to_string(a.backing_path("log")).unwrap();
+    println!("{policy}: {log:?}");
+    log
+}
+
+#[test]
+fn o_append_is_not_atomic_across_clients() {
+    // Each client appends at the end it knows (size 0): B's WRITE at
+    // offset 0 lands over A's (open(2): "O_APPEND may lead to corrupted
+    // files on NFS").
+    assert_eq!(two_clients_append("nfs"), "from B\n");
+    // Negative control: every-call (a local filesystem) appends both.
+    assert_eq!(two_clients_append("every-call"), "from A\nfrom B\n");
+}

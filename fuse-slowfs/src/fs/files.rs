@@ -30,7 +30,7 @@ pub(super) fn open(fs: &SlowFs, req: &Request, ino: INodeNo, flags: OpenFlags, r
             // Without FUSE_ATOMIC_O_TRUNC the kernel truncates by SETATTR (after
             // its ETXTBSY check), which drops set-ID bits and is recorded there;
             // an O_TRUNC here could only truncate a second time, unrecorded.
-            let flags = backing_flags(flags.0 & !libc::O_TRUNC, inner.writeback());
+            let flags = inner.backing_flags(flags.0 & !libc::O_TRUNC);
             let opened = inner.inodes.get(ino).and_then(|inode| {
                 let fd = inner.with_fds(|| {
                     inner.without_atime(flags, |flags| sys::reopen(inode.raw(), flags))
@@ -315,9 +315,7 @@ pub(super) fn create(
                 let cname = sys::component(&name)?;
                 let fd: OwnedFd = inner.with_fds(|| {
                     sys::with_umask(inner.create_mask(umask), || {
-                        let flags = backing_flags(flags, inner.writeback())
-                            | libc::O_CREAT
-                            | libc::O_NOFOLLOW;
+                        let flags = inner.backing_flags(flags) | libc::O_CREAT | libc::O_NOFOLLOW;
                         inner.without_atime(flags, |flags| {
                             sys::openat(dir.raw(), &cname, flags, mode)
                         })
@@ -551,6 +549,22 @@ impl SlowFs {
 }
 
 impl Inner {
+    /// The backing open's flags for a caller's `flags` ([`backing_flags`]);
+    /// under `--cache nfs` without O_APPEND: the NFS client places an append
+    /// at the end of the file as it knows it (its cached size, revalidated
+    /// first) and sends a WRITE at that offset, so two clients appending to
+    /// one file overwrite each other (open(2): "O_APPEND may lead to
+    /// corrupted files on NFS"; `nfs_file_write` -> `generic_write_checks`).
+    /// FUSE does the same: the kernel sends the WRITE at its size.
+    fn backing_flags(&self, flags: i32) -> i32 {
+        let flags = backing_flags(flags, self.writeback());
+        if self.nfs_client().is_some() {
+            flags & !libc::O_APPEND
+        } else {
+            flags
+        }
+    }
+
     /// The one data path of a write that reaches the backing file, for a
     /// caller's write(2) and for the NFS client's WRITE alike: what the rules'
     /// `effects` make of it (`lose`: acknowledged, never applied), set-ID bits

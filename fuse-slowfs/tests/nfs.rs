@@ -1405,3 +1405,49 @@ fn o_append_is_not_atomic_across_clients() {
     // Negative control: every-call (a local filesystem) appends both.
     assert_eq!(two_clients_append("every-call"), "from A\nfrom B\n");
 }
+
+// ---------------------------------------------------------------------------
+// Issue 41, item 15 (in part): a close sends a COMMIT (what `flush` rules
+// stand for under NFS) only when it has WRITEs to commit.
+
+/// How long close(2) takes under `flush delay=300ms`: of a read-only open,
+/// after a write(2), and after a write(2) and an fsync.
+fn close_costs(policy: &str) -> [Duration; 3] {
+    let m = client(policy, None, &["flush delay=300ms"]);
+    std::fs::write(m.backing_path("f"), "x").unwrap();
+    let _quiet = no_forks();
+    let timed_close = |file: std::fs::File| {
+        let started = std::time::Instant::now();
+        assert_eq!(close_fd(file), Ok(()));
+        started.elapsed()
+    };
+    let read_only = timed_close(std::fs::File::open(m.path("f")).unwrap());
+    let written = open_rw(m.path("f"));
+    written.write_all_at(b"new", 0).unwrap();
+    let written = timed_close(written);
+    let synced = open_rw(m.path("f"));
+    synced.write_all_at(b"newer", 0).unwrap();
+    synced.sync_all().unwrap();
+    let synced = timed_close(synced);
+    println!("{policy}: close read-only {read_only:?}, after a write {written:?}, after write+fsync {synced:?}");
+    [read_only, written, synced]
+}
+
+#[test]
+fn a_close_pays_for_a_commit_only_when_it_has_writes_to_commit() {
+    let slow = Duration::from_millis(250);
+    let [read_only, written, synced] = close_costs("nfs");
+    assert!(
+        read_only < slow,
+        "a read-only close sends nothing: {read_only:?}"
+    );
+    assert!(
+        synced < slow,
+        "nothing left to commit after fsync: {synced:?}"
+    );
+    // Negative controls: a close with WRITEs to commit pays; every-call
+    // pays at every close.
+    assert!(written >= slow, "{written:?}");
+    let [read_only, _, _] = close_costs("every-call");
+    assert!(read_only >= slow, "{read_only:?}");
+}

@@ -244,9 +244,13 @@ pub(super) fn flush(
     } else {
         Carry::Nothing
     };
+    // The COMMIT a close sends (what `flush` rules stand for under NFS) goes
+    // only when it has WRITEs to commit: a read-only close, or one with
+    // nothing written since the last fsync, sends nothing (nfs_wb_all).
+    let local = inner.nfs_client().is_some() && !(writer && inner.write_behind.dirty(ino.0));
     let path = inner.path_for(Op::Flush, ino.0);
     inner.serve(
-        Ask::new(req, Op::Flush, &path).carrying(carry),
+        Ask::new(req, Op::Flush, &path).carrying(carry).local(local),
         &[],
         reply,
         move |inner, done, _, _| {
@@ -255,6 +259,9 @@ pub(super) fn flush(
             } else {
                 Ok(())
             };
+            if writer && !local {
+                inner.write_behind.committed(ino.0);
+            }
             let result = reported
                 .and_then(|()| inner.handles.get(fh))
                 .and_then(|h| sys::flush(h.raw()));
@@ -531,6 +538,7 @@ impl SlowFs {
                 let result = inner.handles.get(fh).and_then(|h| {
                     inner.check_not_stale(h.raw())?;
                     inner.write_behind.check_and_advance(ino.0, &h.wb_seen)?;
+                    inner.write_behind.committed(ino.0);
                     lies::sync(&effects, inner, ino.0, fh.0, &h, || {
                         sys::sync(h.raw(), datasync)?;
                         inner.changed(Change::Synced {

@@ -539,13 +539,14 @@ impl Inner {
             bytes,
             write_back,
             carry,
+            local,
         }: Ask,
         data: &[u8],
         reply: R,
         job: impl FnOnce(&Arc<Inner>, Done<R>, slowfs_faults::Effects, &[u8]) + Send + 'static,
     ) {
         let arrived = Instant::now();
-        let own_decision = !matches!(carry, Carry::Overflow(..));
+        let own_decision = !matches!(carry, Carry::Overflow(..)) && !local;
         let mut verdict = if own_decision {
             self.plan.decide(op, path, bytes)
         } else {
@@ -631,6 +632,9 @@ pub(crate) struct Ask<'a> {
     write_back: bool,
     /// Under `--cache nfs`: gathered writes this request sends first.
     carry: Carry,
+    /// Under `--cache nfs`: the client answers it without an RPC of its own
+    /// (only what it carries is sent), so its op's rules do not apply.
+    local: bool,
 }
 
 /// Gathered writes a request sends as a WRITE before it runs (see
@@ -659,7 +663,14 @@ impl<'a> Ask<'a> {
             bytes: 0,
             write_back: false,
             carry: Carry::Nothing,
+            local: false,
         }
+    }
+
+    /// The same request, answered by the NFS client without an RPC of its
+    /// own when `local`.
+    fn local(self, local: bool) -> Ask<'a> {
+        Ask { local, ..self }
     }
 
     /// The same request, sending `carry` first.

@@ -53,9 +53,23 @@ pub(super) struct WriteBehind {
     /// latest one's errno. Each open file description keeps the count it
     /// has reported up to ([`Handle::wb_seen`]).
     errors: Mutex<HashMap<u64, (u64, Errno)>>,
+    /// Inodes with WRITEs sent since their last COMMIT (fsync or close).
+    uncommitted: Mutex<std::collections::HashSet<u64>>,
 }
 
 impl WriteBehind {
+    /// Whether a close of `ino` has anything to send: gathered data, or
+    /// WRITEs to commit (`nfs_wb_all` sends nothing otherwise).
+    pub(super) fn dirty(&self, ino: u64) -> bool {
+        (self.count.load(Ordering::SeqCst) > 0 && self.pending.lock().unwrap().contains_key(&ino))
+            || self.uncommitted.lock().unwrap().contains(&ino)
+    }
+
+    /// `ino`'s WRITEs are committed (an fsync or a close sent them).
+    pub(super) fn committed(&self, ino: u64) {
+        self.uncommitted.lock().unwrap().remove(&ino);
+    }
+
     /// A write(2) of `data` at `offset` through `handle`: gathered. Returns
     /// what was gathered before and must be sent first (it was not contiguous,
     /// or a WRITE of `wsize` is full).
@@ -146,6 +160,7 @@ impl WriteBehind {
         if let Ok(mut errors) = self.errors.lock() {
             errors.remove(&ino);
         }
+        self.committed(ino);
     }
 }
 
@@ -253,7 +268,10 @@ impl Inner {
             self.stats
                 .record(Op::Write, arrived.elapsed(), outcome, !decision.is_clean());
             match sent {
-                Ok(n) => at += n,
+                Ok(n) => {
+                    at += n;
+                    self.write_behind.uncommitted.lock().unwrap().insert(ino);
+                }
                 Err(errno) => {
                     result = Err(errno);
                     break;

@@ -4,7 +4,10 @@
 //! so rules apply per request the kernel sends, which on NFS is an RPC).
 //!
 //! Under `nfs`, as nfs(5) describes the client:
-//! - reads go through the page cache with read-ahead (15 requests of `rsize`);
+//! - reads go through the page cache with the VM's read-ahead (128 KiB, as
+//!   the Linux client since 5.4, commit c128e575514c "NFS: Optimise the
+//!   default readahead size"; a FUSE mount's default), in READs of at most
+//!   `rsize`;
 //!   writes are gathered and sent in requests of at most `wsize` at close,
 //!   fsync, a lock or a full request (`async`, the default; `sync` sends each
 //!   write(2) before it returns; see `fs::write_behind`);
@@ -64,7 +67,7 @@ pub struct NfsCache {
     pub acdirmax: Duration,
     /// Which lookup results are cached.
     pub lookupcache: LookupCache,
-    /// Largest READ, in bytes (also the read-ahead window).
+    /// Largest READ, in bytes.
     pub rsize: u32,
     /// Largest WRITE, in bytes.
     pub wsize: u32,
@@ -319,27 +322,6 @@ impl fmt::Display for CachePolicy {
                 if n.sync { "sync" } else { "async" },
             ),
         }
-    }
-}
-
-/// Gives the mount with device number `dev` the NFS client's read-ahead
-/// window: 15 READs of `rsize` (Linux's NFS_MAX_READAHEAD). The kernel offers
-/// a FUSE mount 128 KiB at most at INIT, which would split a sequential read
-/// into 128 KiB requests where the NFS client sends rsize ones; the window is
-/// the mount's `/sys/class/bdi/MAJ:MIN/read_ahead_kb`, which only root may set
-/// (else a warning, and the smaller requests).
-pub fn set_read_ahead(dev: u64, nfs: &NfsCache) {
-    let kb = u64::from(nfs.rsize) * 15 / 1024;
-    let path = format!(
-        "/sys/class/bdi/{}:{}/read_ahead_kb",
-        libc::major(dev),
-        libc::minor(dev)
-    );
-    if let Err(e) = std::fs::write(&path, kb.to_string()) {
-        tracing::warn!(
-            "cannot set the NFS read-ahead window ({path}: {e}): sequential reads go in \
-             128 KiB requests instead of rsize ones (needs root)"
-        );
     }
 }
 

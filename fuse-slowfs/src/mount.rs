@@ -302,9 +302,6 @@ impl Mount {
         inner.set_notifier(session.notifier());
         let session = session.spawn()?;
         let connection = std::fs::metadata(&mountpoint).ok().map(|m| m.dev());
-        if let (crate::CachePolicy::Nfs(nfs), Some(dev)) = (config.cache, connection) {
-            crate::client_cache::set_read_ahead(dev, &nfs);
-        }
         // Unmounts if this process dies without doing it (SIGKILL).
         let guard = connection.and_then(|dev| {
             crate::guard::UnmountGuard::spawn(&mountpoint, dev)

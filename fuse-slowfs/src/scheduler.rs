@@ -25,6 +25,7 @@ use slowfs_faults::Hang;
 
 mod interrupts;
 
+pub(crate) use interrupts::interrupted as interrupted_or_gone;
 pub use interrupts::killed as killed_or_gone;
 
 /// How a parked request ends.
@@ -274,6 +275,12 @@ impl Scheduler {
         self.shared.work.notify_all();
         self.shared.clock.notify_all();
         hung.len()
+    }
+
+    /// Whether a caller's signals can end its requests at all (not under
+    /// `--no-intr`).
+    pub fn interruptible(&self) -> bool {
+        self.watcher.is_some()
     }
 
     /// Whether [`shutdown`](Self::shutdown) has run: nothing may wait any more.

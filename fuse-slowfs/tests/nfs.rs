@@ -1452,3 +1452,55 @@ fn a_close_pays_for_a_commit_only_when_it_has_writes_to_commit() {
     let [read_only, _, _] = close_costs("every-call");
     assert!(read_only >= slow, "{read_only:?}");
 }
+
+// ---------------------------------------------------------------------------
+// Issue 41, item 10 (the signal): F_SETLKW ends with EINTR when a signal
+// handler runs, as the NLM client's wait is interruptible (nlmclnt_block).
+
+extern "C" fn on_usr1(_: libc::c_int) {}
+
+/// Client B waits in F_SETLKW for client A's lock; after 300 ms B's thread
+/// gets `signal` (SIGUSR1 has a handler, SIGWINCH's default does nothing).
+/// What B's F_SETLKW returned 300 ms later, if it returned.
+fn lock_wait_signalled(signal: i32) -> Option<Result<i32, i32>> {
+    use std::os::unix::thread::JoinHandleExt;
+    // SAFETY: a handler that does nothing, installed without SA_RESTART.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_usr1 as extern "C" fn(libc::c_int) as usize;
+        libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut());
+    }
+    let a = client("nfs", None, &[]);
+    std::fs::write(a.path("db"), "x").unwrap();
+    let b = client("nfs", Some(&a.backing_path("")), &[]);
+    let held = open_rw(a.path("db"));
+    assert_eq!(
+        whole_file_lock(&held, libc::F_SETLK, libc::F_WRLCK),
+        Ok(libc::F_WRLCK)
+    );
+    let other = open_rw(b.path("db"));
+    let waiter = std::thread::spawn(move || whole_file_lock(&other, libc::F_SETLKW, libc::F_WRLCK));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !waiter.is_finished(),
+        "F_SETLKW returned while A held the lock"
+    );
+    // SAFETY: the thread is alive (not finished) and joined below.
+    unsafe { libc::pthread_kill(waiter.as_pthread_t(), signal) };
+    std::thread::sleep(Duration::from_millis(300));
+    let ended = waiter.is_finished();
+    drop(held);
+    let result = waiter.join().unwrap();
+    println!("signal {signal}: ended {ended}, {result:?}");
+    ended.then_some(result)
+}
+
+#[test]
+fn a_lock_wait_ends_with_eintr_when_a_signal_handler_runs() {
+    let started = std::time::Instant::now();
+    assert_eq!(lock_wait_signalled(libc::SIGUSR1), Some(Err(libc::EINTR)));
+    println!("with the mounts' teardown: {:?}", started.elapsed());
+    // Negative control: a signal that runs nothing (SIGWINCH by default)
+    // leaves it waiting; it gets the lock once A lets go.
+    assert_eq!(lock_wait_signalled(libc::SIGWINCH), None);
+}

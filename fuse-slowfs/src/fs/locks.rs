@@ -181,9 +181,15 @@ pub(super) fn setlk(
                     std::thread::spawn(move || {
                         let result = loop {
                             std::thread::sleep(RETRY);
-                            if inner.scheduler.is_shut_down()
-                                || crate::scheduler::killed_or_gone(caller)
-                            {
+                            // A lock wait ends at any signal that runs a
+                            // handler, also on NFS (the NLM client waits
+                            // interruptibly: nlmclnt_block), unless --no-intr.
+                            let signalled = if inner.scheduler.interruptible() {
+                                crate::scheduler::interrupted_or_gone(caller)
+                            } else {
+                                crate::scheduler::killed_or_gone(caller)
+                            };
+                            if inner.scheduler.is_shut_down() || signalled {
                                 break Err(Errno::EINTR);
                             }
                             match try_lock() {

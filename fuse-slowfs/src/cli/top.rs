@@ -1,9 +1,10 @@
 //! `slowfs top MNT` and `slowfs ctl MNT stats --watch`: a mount's stats over
 //! time. `top` redraws a screen of rates (per second over the last interval)
-//! beside the latency percentiles since the mount started; `--watch` prints a
+//! beside the latency percentiles since the mount started (in a terminal; into
+//! a pipe or a file it prints the frames one after another); `--watch` prints a
 //! table (or one JSON object per line) per interval, for scripts.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -33,11 +34,13 @@ pub fn top(mountpoint: &Path, socket: &Path, interval: Duration) -> anyhow::Resu
         );
     };
     let mut previous_at = Instant::now();
-    let mut out = std::io::stdout();
+    // In a terminal each frame replaces the last in place; into a pipe or a
+    // file, escape codes would only be noise: plain frames, one after another.
+    let terminal = std::io::stdout().is_terminal();
     loop {
         std::thread::sleep(interval);
         let Some(now) = fetch(socket)? else {
-            println!(
+            say!(
                 "\nslowfs top: {} is no longer mounted",
                 mountpoint.display()
             );
@@ -45,13 +48,19 @@ pub fn top(mountpoint: &Path, socket: &Path, interval: Duration) -> anyhow::Resu
         };
         let seconds = previous_at.elapsed().as_secs_f64();
         previous_at = Instant::now();
-        // Home, clear: the frame replaces the last one in place.
-        write!(
-            out,
-            "\x1b[H\x1b[2J{}",
-            frame(mountpoint, &previous, &now, seconds)
-        )?;
-        out.flush()?;
+        let frame = frame(mountpoint, &previous, &now, seconds);
+        let text = if terminal {
+            // Home, clear: the frame replaces the last one in place.
+            format!("\x1b[H\x1b[2J{frame}")
+        } else {
+            format!("{frame}\n")
+        };
+        let mut out = std::io::stdout().lock();
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            // The reader went away (`| head`): done, not an error.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+            other => other?,
+        }
         previous = now;
     }
 }

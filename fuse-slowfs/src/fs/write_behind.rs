@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use fuser::Errno;
 use slowfs_faults::Op;
@@ -175,8 +175,11 @@ impl Inner {
     }
 
     /// Sends a carried WRITE as `fate` says, and counts it. Its error is kept
-    /// for the file's next close or fsync.
-    pub(super) fn send_carried(&self, rpc: CarriedWrite, fate: Fate, arrived: Instant) {
+    /// for the file's next close or fsync. Returns the WRITE's time (its
+    /// delay and its write), which the request that carried it waited for
+    /// too: the stats count it under `write`, not twice.
+    pub(super) fn send_carried(&self, rpc: CarriedWrite, fate: Fate) -> Duration {
+        let started = Instant::now();
         let CarriedWrite {
             ino,
             pending,
@@ -202,8 +205,13 @@ impl Inner {
             },
             failed: result.is_err(),
         };
-        self.stats
-            .record(Op::Write, arrived.elapsed(), outcome, !decision.is_clean());
+        let mut injected = crate::stats::Injected::of(&decision);
+        if fate == Fate::GaveUp {
+            injected.add(crate::stats::FaultKind::Failed);
+        }
+        let took = decision.delay + started.elapsed();
+        self.stats.record(Op::Write, took, took, outcome, &injected);
+        took
     }
 
     /// At unmount: everything gathered is written, without rules.

@@ -16,7 +16,9 @@ fn main() -> ExitCode {
     match cli::run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("slowfs: error: {e:#}");
+            // Not eprintln!: with stderr closed (`2>&1 | head -1`) it panics.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "slowfs: error: {e:#}");
             ExitCode::from(2)
         }
     }

@@ -12,9 +12,16 @@ use slowfs_faults::{Op, RuleReport};
 #[derive(Debug)]
 struct OpStats {
     count: AtomicU64,
-    errors: AtomicU64,
+    /// Failures the backing filesystem answered (ENOENT, ENOTSUP, ...).
+    fs_errors: AtomicU64,
+    /// Held requests whose caller was interrupted (answered EINTR).
+    interrupted: AtomicU64,
     faulted: AtomicU64,
+    /// Requests each kind of fault was injected into (`FaultKind as usize`).
+    injected: [AtomicU64; FaultKind::ALL.len()],
     bytes: AtomicU64,
+    /// Arrival to reply, summed over the requests, in nanoseconds.
+    total_ns: AtomicU64,
     latency_us: Mutex<Histogram<u64>>,
 }
 
@@ -22,9 +29,12 @@ impl Default for OpStats {
     fn default() -> Self {
         OpStats {
             count: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
+            fs_errors: AtomicU64::new(0),
+            interrupted: AtomicU64::new(0),
             faulted: AtomicU64::new(0),
+            injected: Default::default(),
             bytes: AtomicU64::new(0),
+            total_ns: AtomicU64::new(0),
             latency_us: Mutex::new(
                 Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds"),
             ),
@@ -41,11 +51,125 @@ pub struct RequestOutcome {
     pub failed: bool,
 }
 
+/// A kind of fault a rule injects into a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// Held before it ran (`delay`, `throttle`, `iops`).
+    Delayed,
+    /// Held until released or timed out (`hang`).
+    Hung,
+    /// Answered with an errno instead of running (`error=`, `fsync error=... drop`,
+    /// a soft mount's timeout).
+    Failed,
+    /// Moved fewer bytes than asked (`short=`).
+    Shortened,
+    /// Acknowledged, never applied (`lose`).
+    Lost,
+    /// Read data damaged (`corrupt=`).
+    Corrupted,
+    /// Read the durable content, not the latest (`stale`).
+    Stale,
+    /// Power loss at it (`crash`).
+    Crashed,
+}
+
+impl FaultKind {
+    /// Every kind, in the order reports list them.
+    pub const ALL: [FaultKind; 8] = [
+        FaultKind::Delayed,
+        FaultKind::Hung,
+        FaultKind::Failed,
+        FaultKind::Shortened,
+        FaultKind::Lost,
+        FaultKind::Corrupted,
+        FaultKind::Stale,
+        FaultKind::Crashed,
+    ];
+
+    /// The kind as reports name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Delayed => "delayed",
+            FaultKind::Hung => "hung",
+            FaultKind::Failed => "failed",
+            FaultKind::Shortened => "shortened",
+            FaultKind::Lost => "lost",
+            FaultKind::Corrupted => "corrupted",
+            FaultKind::Stale => "stale",
+            FaultKind::Crashed => "crashed",
+        }
+    }
+}
+
+/// What the rules did to one request, for the stats: the kinds of fault and
+/// the rules that fired.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Injected {
+    kinds: u16,
+    /// Ids of the rules that fired on it.
+    pub rules: Vec<u64>,
+    /// Its caller was interrupted while it was held (answered EINTR).
+    pub interrupted: bool,
+}
+
+impl Injected {
+    /// What the fault plan's `decision` injects.
+    pub fn of(decision: &slowfs_faults::Decision) -> Injected {
+        let mut injected = Injected {
+            rules: decision.fired.clone(),
+            ..Injected::default()
+        };
+        let effects = &decision.effects;
+        for (kind, yes) in [
+            (FaultKind::Delayed, !decision.delay.is_zero()),
+            (FaultKind::Hung, decision.hang.is_some()),
+            (
+                FaultKind::Failed,
+                decision.error.is_some() || effects.fsync_fail.is_some(),
+            ),
+            (FaultKind::Shortened, effects.short_to.is_some()),
+            (FaultKind::Lost, effects.lose),
+            (FaultKind::Corrupted, effects.corrupt.is_some()),
+            (FaultKind::Stale, effects.stale),
+            (FaultKind::Crashed, decision.crash),
+        ] {
+            if yes {
+                injected.add(kind);
+            }
+        }
+        injected
+    }
+
+    /// Adds a kind (a held request that became an error: a soft timeout).
+    pub fn add(&mut self, kind: FaultKind) {
+        self.kinds |= 1 << kind as u16;
+    }
+
+    /// Whether it has `kind`.
+    pub fn has(&self, kind: FaultKind) -> bool {
+        self.kinds & (1 << kind as u16) != 0
+    }
+
+    /// Whether any rule fired.
+    pub fn any(&self) -> bool {
+        !self.rules.is_empty()
+    }
+
+    /// Whether the request's failure, if it failed, was slowfs's doing (an
+    /// injected errno, a crash, an interrupted wait) and not the backing
+    /// filesystem's answer.
+    fn explains_a_failure(&self) -> bool {
+        self.interrupted || self.has(FaultKind::Failed) || self.has(FaultKind::Crashed)
+    }
+}
+
 /// Counters for every operation since the mount started.
 #[derive(Debug)]
 pub struct Stats {
     started: Instant,
     ops: Vec<OpStats>,
+    /// Per rule id: the time of the requests it fired on, in nanoseconds.
+    rule_ns: Mutex<std::collections::HashMap<u64, u64>>,
     watch: CallerWatch,
     /// write(2)s gathered by the NFS client model (`--cache nfs`), and bytes.
     gathered: (AtomicU64, AtomicU64),
@@ -56,6 +180,7 @@ impl Default for Stats {
         Stats {
             started: Instant::now(),
             ops: Op::ALL.iter().map(|_| OpStats::default()).collect(),
+            rule_ns: Mutex::default(),
             watch: CallerWatch::default(),
             gathered: Default::default(),
         }
@@ -143,16 +268,40 @@ impl Stats {
         self.gathered.1.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// Records one finished request.
-    pub fn record(&self, op: Op, latency: Duration, outcome: RequestOutcome, faulted: bool) {
+    /// Records one finished request, and what the rules `injected` into it:
+    /// `latency` is what its caller waited, arrival to reply, `own` the part
+    /// of it that was this request's (without a gathered WRITE it sent
+    /// first, which is counted as a write of its own), for the time totals.
+    pub fn record(
+        &self,
+        op: Op,
+        latency: Duration,
+        own: Duration,
+        outcome: RequestOutcome,
+        injected: &Injected,
+    ) {
         let stats = &self.ops[op as usize];
+        let nanos = u64::try_from(own.as_nanos()).unwrap_or(u64::MAX);
         stats.count.fetch_add(1, Ordering::Relaxed);
         stats.bytes.fetch_add(outcome.bytes, Ordering::Relaxed);
-        if outcome.failed {
-            stats.errors.fetch_add(1, Ordering::Relaxed);
+        stats.total_ns.fetch_add(nanos, Ordering::Relaxed);
+        if outcome.failed && !injected.explains_a_failure() {
+            stats.fs_errors.fetch_add(1, Ordering::Relaxed);
         }
-        if faulted {
+        if injected.interrupted {
+            stats.interrupted.fetch_add(1, Ordering::Relaxed);
+        }
+        if injected.any() {
             stats.faulted.fetch_add(1, Ordering::Relaxed);
+            for kind in FaultKind::ALL {
+                if injected.has(kind) {
+                    stats.injected[kind as usize].fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            let mut rule_ns = self.rule_ns.lock().unwrap();
+            for id in &injected.rules {
+                *rule_ns.entry(*id).or_default() += nanos;
+            }
         }
         let micros = (latency.as_micros() as u64).clamp(1, 3_600_000_000);
         stats.latency_us.lock().unwrap().saturating_record(micros);
@@ -160,19 +309,36 @@ impl Stats {
 
     /// A snapshot of every operation that was seen at least once.
     pub fn report(&self, rules: Vec<RuleReport>) -> StatsReport {
+        let uptime_s = self.started.elapsed().as_secs_f64();
+        let share = |micros: u64| micros as f64 / 1e6 / uptime_s.max(1e-9);
         let ops = Op::ALL
             .iter()
             .zip(&self.ops)
             .filter(|(_, s)| s.count.load(Ordering::Relaxed) > 0)
             .map(|(op, s)| {
                 let hist = s.latency_us.lock().unwrap();
+                let time_us = s.total_ns.load(Ordering::Relaxed) / 1000;
+                let injected = |kind: FaultKind| s.injected[kind as usize].load(Ordering::Relaxed);
                 OpReport {
                     op: op.name().to_string(),
                     // From the histogram, under its lock: the buckets then
                     // add up to the count (a request records both, not at once).
                     count: hist.len(),
-                    errors: s.errors.load(Ordering::Relaxed),
+                    time_us,
+                    wall_share: share(time_us),
+                    fs_errors: s.fs_errors.load(Ordering::Relaxed),
                     faulted: s.faulted.load(Ordering::Relaxed),
+                    injected: InjectedCounts {
+                        delayed: injected(FaultKind::Delayed),
+                        hung: injected(FaultKind::Hung),
+                        failed: injected(FaultKind::Failed),
+                        shortened: injected(FaultKind::Shortened),
+                        lost: injected(FaultKind::Lost),
+                        corrupted: injected(FaultKind::Corrupted),
+                        stale: injected(FaultKind::Stale),
+                        crashed: injected(FaultKind::Crashed),
+                    },
+                    interrupted: s.interrupted.load(Ordering::Relaxed),
                     bytes: s.bytes.load(Ordering::Relaxed),
                     p50_us: hist.value_at_quantile(0.5),
                     p99_us: hist.value_at_quantile(0.99),
@@ -189,16 +355,22 @@ impl Stats {
                 }
             })
             .collect();
+        let rule_ns = self.rule_ns.lock().unwrap();
         StatsReport {
-            uptime_s: self.started.elapsed().as_secs_f64(),
+            uptime_s,
             ops,
             rules: rules
                 .into_iter()
-                .map(|r| RuleStats {
-                    id: r.id,
-                    rule: r.text,
-                    matched: r.matched,
-                    fired: r.fired,
+                .map(|r| {
+                    let time_us = rule_ns.get(&r.id).copied().unwrap_or(0) / 1000;
+                    RuleStats {
+                        id: r.id,
+                        rule: r.text,
+                        matched: r.matched,
+                        fired: r.fired,
+                        time_us,
+                        wall_share: share(time_us),
+                    }
                 })
                 .collect(),
             parked: 0,
@@ -245,10 +417,30 @@ pub struct OpReport {
     pub op: String,
     /// Requests finished.
     pub count: u64,
-    /// Requests that failed (injected or real errors).
-    pub errors: u64,
+    /// Time spent in them, arrival to reply, summed over the requests, in
+    /// microseconds. A gathered WRITE that a flush, fsync or getattr sent
+    /// first (`--cache nfs`) counts under `write`, not in the request that
+    /// carried it. Requests of several callers at once each count, so the
+    /// operations' shares can add up to more than the wall time.
+    #[serde(default)]
+    pub time_us: u64,
+    /// `time_us` as a share of the wall time (the mount's uptime): 0.34 is 34%.
+    #[serde(default)]
+    pub wall_share: f64,
+    /// Requests the backing filesystem itself failed: ENOENT of a lookup for a
+    /// name that is not there, ENOTSUP/ENODATA of an xattr, ... Not faults:
+    /// those are in `injected`.
+    #[serde(default, alias = "errors")]
+    pub fs_errors: u64,
     /// Requests at least one rule fired on.
     pub faulted: u64,
+    /// Requests each kind of fault was injected into (a request can have several).
+    #[serde(default)]
+    pub injected: InjectedCounts,
+    /// Held (delayed or hung) requests whose caller was interrupted: answered
+    /// EINTR, neither the backing filesystem's error nor an injected one.
+    #[serde(default)]
+    pub interrupted: u64,
     /// Bytes moved.
     pub bytes: u64,
     /// Median latency, arrival to reply, in microseconds.
@@ -261,6 +453,62 @@ pub struct OpReport {
     /// out (for plots: `ctl stats --json | jq '.ops[].histogram'`).
     #[serde(default)]
     pub histogram: Vec<LatencyBucket>,
+}
+
+/// Requests of one operation each kind of fault was injected into.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct InjectedCounts {
+    /// Held before running: `delay`, `throttle`, `iops`.
+    pub delayed: u64,
+    /// Held by `hang`.
+    pub hung: u64,
+    /// Answered an injected errno (`error=`, a failed fsync, a soft timeout).
+    pub failed: u64,
+    /// Moved fewer bytes than asked (`short=`).
+    pub shortened: u64,
+    /// Acknowledged and not applied (`lose`).
+    pub lost: u64,
+    /// Read damaged data (`corrupt=`).
+    pub corrupted: u64,
+    /// Read the durable content (`stale`).
+    pub stale: u64,
+    /// Power loss (`crash`).
+    pub crashed: u64,
+}
+
+impl InjectedCounts {
+    /// Each kind with its count, in [`FaultKind::ALL`]'s order.
+    pub fn by_kind(&self) -> [(FaultKind, u64); 8] {
+        FaultKind::ALL.map(|kind| {
+            let n = match kind {
+                FaultKind::Delayed => self.delayed,
+                FaultKind::Hung => self.hung,
+                FaultKind::Failed => self.failed,
+                FaultKind::Shortened => self.shortened,
+                FaultKind::Lost => self.lost,
+                FaultKind::Corrupted => self.corrupted,
+                FaultKind::Stale => self.stale,
+                FaultKind::Crashed => self.crashed,
+            };
+            (kind, n)
+        })
+    }
+
+    /// `812 delayed, 3 failed`, or `-` for none.
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = self
+            .by_kind()
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(kind, n)| format!("{n} {}", kind.name()))
+            .collect();
+        if parts.is_empty() {
+            "-".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
 }
 
 /// One bucket of a latency histogram.
@@ -284,6 +532,13 @@ pub struct RuleStats {
     pub matched: u64,
     /// Requests it fired on.
     pub fired: u64,
+    /// Time of the requests it fired on, arrival to reply, summed, in
+    /// microseconds (a request several rules fired on counts for each).
+    #[serde(default)]
+    pub time_us: u64,
+    /// `time_us` as a share of the wall time (the mount's uptime).
+    #[serde(default)]
+    pub wall_share: f64,
 }
 
 impl StatsReport {
@@ -292,30 +547,66 @@ impl StatsReport {
         self.ops.iter().find(|r| r.op == op).map_or(0, |r| r.count)
     }
 
-    /// A table for people.
+    /// The operation that took the most time, if any took some.
+    pub fn most_time(&self) -> Option<&OpReport> {
+        self.ops
+            .iter()
+            .filter(|r| r.time_us > 0)
+            .max_by_key(|r| r.time_us)
+    }
+
+    /// Where the time went, in one line: `most time: close-time flushes
+    /// (flush), 34% of the wall time`.
+    pub fn most_time_line(&self) -> Option<String> {
+        let top = self.most_time()?;
+        Some(format!(
+            "most time: {} ({}), {} of the wall time",
+            describe_op(&top.op),
+            top.op,
+            percent(top.wall_share)
+        ))
+    }
+
+    /// A table for people: the operations that took the most time first.
     pub fn render(&self) -> String {
         let mut out = format!("slowfs stats after {:.1}s\n", self.uptime_s);
         let _ = writeln!(
             out,
-            "{:<16} {:>9} {:>7} {:>8} {:>12} {:>10} {:>10} {:>10}",
-            "op", "count", "errors", "faulted", "bytes", "p50", "p99", "max"
+            "{:<16} {:>9} {:>9} {:>6} {:>10} {:>10} {:>10} {:>12} {:>10}  injected faults",
+            "op", "count", "time", "%wall", "p50", "p99", "max", "bytes", "fs-errors",
         );
-        for r in &self.ops {
+        let mut rows: Vec<&OpReport> = self.ops.iter().collect();
+        rows.sort_by_key(|r| std::cmp::Reverse(r.time_us));
+        for r in rows {
+            let mut injected = r.injected.describe();
+            if r.interrupted > 0 {
+                injected.push_str(&format!(" ({} interrupted)", r.interrupted));
+            }
             let _ = writeln!(
                 out,
-                "{:<16} {:>9} {:>7} {:>8} {:>12} {:>10} {:>10} {:>10}",
+                "{:<16} {:>9} {:>9} {:>6} {:>10} {:>10} {:>10} {:>12} {:>10}  {}",
                 r.op,
                 r.count,
-                r.errors,
-                r.faulted,
-                r.bytes,
+                seconds(r.time_us),
+                percent(r.wall_share),
                 micros(r.p50_us),
                 micros(r.p99_us),
-                micros(r.max_us)
+                micros(r.max_us),
+                r.bytes,
+                r.fs_errors,
+                injected
             );
         }
         if self.ops.is_empty() {
             out.push_str("(no requests yet)\n");
+        }
+        let shares: f64 = self.ops.iter().map(|r| r.wall_share).sum();
+        if shares > 1.0 {
+            let _ = writeln!(
+                out,
+                "(time is summed over requests: callers working at once each count, so the shares add up to {})",
+                percent(shares)
+            );
         }
         if self.gathered_writes > 0 {
             let _ = writeln!(
@@ -337,11 +628,75 @@ impl StatsReport {
         for r in &self.rules {
             let _ = writeln!(
                 out,
-                "rule #{} fired {}/{} matched: {}",
-                r.id, r.fired, r.matched, r.rule
+                "rule #{} fired {}/{} matched, {} ({} of wall) in the requests it fired on: {}",
+                r.id,
+                r.fired,
+                r.matched,
+                seconds(r.time_us),
+                percent(r.wall_share),
+                r.rule
             );
         }
+        if let Some(line) = self.most_time_line() {
+            let _ = writeln!(out, "{line}");
+        }
         out
+    }
+}
+
+/// What an operation's requests are, for the one-line answer.
+pub fn describe_op(op: &str) -> &'static str {
+    match op {
+        "flush" => "close-time flushes",
+        "fsync" => "fsyncs",
+        "fdatasync" => "fdatasyncs",
+        "fsyncdir" => "directory fsyncs",
+        "lookup" => "name lookups",
+        "getattr" => "attribute reads (stat)",
+        "setattr" => "attribute changes (chmod, truncate, utimes)",
+        "open" => "opens",
+        "create" => "file creations",
+        "read" => "reads",
+        "write" => "writes",
+        "release" => "last closes (release)",
+        "mkdir" => "directory creations",
+        "mknod" => "node creations",
+        "rmdir" => "directory removals",
+        "unlink" => "unlinks",
+        "rename" => "renames",
+        "link" => "hard links",
+        "symlink" => "symlink creations",
+        "readlink" => "symlink reads",
+        "opendir" => "directory opens",
+        "readdir" => "directory listings",
+        "releasedir" => "directory closes",
+        "statfs" => "statfs calls",
+        "access" => "access checks",
+        "fallocate" => "fallocates",
+        "lseek" => "lseeks (SEEK_DATA/SEEK_HOLE)",
+        "copy_file_range" => "copy_file_ranges",
+        "xattr" => "extended attribute calls",
+        "lock" => "file locks",
+        _ => "requests",
+    }
+}
+
+/// A share for people: `34%`, `0.4%`.
+pub fn percent(share: f64) -> String {
+    let pct = share * 100.0;
+    if pct >= 10.0 || pct == 0.0 {
+        format!("{pct:.0}%")
+    } else {
+        format!("{pct:.1}%")
+    }
+}
+
+/// A total time in microseconds for people: `850us`, `12.5ms`, `3.41s`.
+pub fn seconds(us: u64) -> String {
+    if us >= 1_000_000 {
+        format!("{:.2}s", us as f64 / 1e6)
+    } else {
+        micros(us)
     }
 }
 

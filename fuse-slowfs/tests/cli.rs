@@ -249,3 +249,85 @@ print("FAILED " + " ".join(sorted(failed)))
     );
     assert_eq!(mounts(), mounted_before, "every run unmounted");
 }
+
+/// The write end of a pipe whose read end is already closed: every write to
+/// it fails with EPIPE, as `| head -1`'s does once head has its line.
+fn closed_pipe() -> std::os::fd::OwnedFd {
+    let (read, write) = nix::unistd::pipe().unwrap();
+    drop(read);
+    write
+}
+
+#[test]
+fn run_into_a_closed_pipe_exits_with_the_commands_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let said = dir.path().join("mountpoint");
+    for code in [7, 0] {
+        let pipe = closed_pipe();
+        // `slowfs run ... 2>&1 | head -1`, with head long gone: the
+        // announcement and the summary have nowhere to go.
+        let status = slowfs()
+            .args(["run", "--set", "fsync delay=1ms", "--", "sh", "-c"])
+            .arg(format!(
+                "echo \"$SLOWFS_MOUNT\" > {}; echo data > \"$SLOWFS_MOUNT/f\"; exit {code}",
+                said.display()
+            ))
+            .stdout(Stdio::from(pipe.try_clone().unwrap()))
+            .stderr(Stdio::from(pipe))
+            .status()
+            .unwrap();
+        assert_eq!(
+            status.code(),
+            Some(code),
+            "not the command's status (101: a panic)"
+        );
+        let mountpoint = std::fs::read_to_string(&said).unwrap();
+        assert!(
+            !mounts().contains(&std::path::PathBuf::from(mountpoint.trim())),
+            "left mounted"
+        );
+    }
+    // The control: into a pipe that is read, the same run prints its
+    // announcement and summary, and exits with the command's status too.
+    let out = slowfs()
+        .args(["run", "--", "sh", "-c", "exit 7"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("slowfs: mounted") && stderr.contains("slowfs stats"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_literal_head_pipeline_gets_the_commands_status() {
+    // The issue's own command line, in bash for PIPESTATUS: head ends after
+    // slowfs's first line, and the summary, 200 ms later, meets a closed pipe
+    // (the command itself writes nothing: a write would kill it by SIGPIPE).
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "{} run -- sh -c 'sleep 0.2; exit 5' 2>&1 | head -1; echo \"status ${{PIPESTATUS[0]}}\"",
+            env!("CARGO_BIN_EXE_slowfs")
+        ))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("status 5"), "{stdout}");
+    // The control: without head, the same pipeline passes everything on.
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "{} run -- sh -c 'echo first; exit 5' 2>&1 | cat; echo \"status ${{PIPESTATUS[0]}}\"",
+            env!("CARGO_BIN_EXE_slowfs")
+        ))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("status 5") && stdout.contains("slowfs stats"),
+        "{stdout}"
+    );
+}

@@ -225,8 +225,14 @@ fn stats_count_what_happened() {
     let stats = m.mount().stats();
     let write = stats.ops.iter().find(|o| o.op == "write").unwrap();
     assert_eq!(
-        (write.count, write.errors, write.faulted, write.bytes),
-        (3, 1, 1, 7)
+        (
+            write.count,
+            write.injected.failed,
+            write.fs_errors,
+            write.faulted,
+            write.bytes
+        ),
+        (3, 1, 0, 1, 7)
     );
     assert_eq!(stats.rules[0].fired, 1);
     assert_eq!(stats.rules[0].matched, 3);
@@ -272,4 +278,151 @@ fn a_quota_shows_in_statfs() {
     assert_eq!(avail(), 8 << 20);
     std::fs::write(m.path("f"), vec![1u8; 3 << 20]).unwrap();
     assert_eq!(avail(), 5 << 20);
+}
+
+/// `stat` of `path`, its errno if it fails.
+fn stat_errno(path: &std::path::Path) -> Option<i32> {
+    fs::metadata(path).err().and_then(|e| e.raw_os_error())
+}
+
+#[test]
+fn the_backing_filesystems_own_errors_are_not_injected_faults() {
+    let m =
+        SlowMount::configured(&["lookup path=bad-* error=EIO"], |_| {}).expect("mounting slowfs");
+    fs::write(m.path("here"), b"x").unwrap();
+    for i in 0..5 {
+        // Names that are not there: the backing filesystem answers ENOENT.
+        assert_eq!(
+            stat_errno(&m.path(&format!("missing-{i}"))),
+            Some(libc::ENOENT)
+        );
+    }
+    // An xattr the file does not have: the backing filesystem's ENODATA.
+    let path =
+        std::ffi::CString::new(m.path("here").into_os_string().into_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path and name, no buffer (size 0).
+    let got = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            c"user.none".as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    assert_eq!(got, -1);
+    let stats = m.mount().stats();
+    let lookup = stats.ops.iter().find(|o| o.op == "lookup").unwrap();
+    assert!(lookup.fs_errors >= 5, "{lookup:?}");
+    assert_eq!(
+        lookup.injected.failed, 0,
+        "ENOENT is no injected fault: {lookup:?}"
+    );
+    assert_eq!(lookup.faulted, 0, "{lookup:?}");
+    let xattr = stats.ops.iter().find(|o| o.op == "xattr").unwrap();
+    assert!(
+        xattr.fs_errors >= 1 && xattr.injected.failed == 0,
+        "{xattr:?}"
+    );
+
+    // The control: lookups the rule fails are injected faults, not the
+    // backing filesystem's errors (the names are not there either).
+    for i in 0..3 {
+        assert_eq!(stat_errno(&m.path(&format!("bad-{i}"))), Some(libc::EIO));
+    }
+    let after = m.mount().stats();
+    let lookup_after = after.ops.iter().find(|o| o.op == "lookup").unwrap();
+    assert_eq!(lookup_after.injected.failed, 3, "{lookup_after:?}");
+    assert_eq!(lookup_after.faulted, 3, "{lookup_after:?}");
+    assert_eq!(lookup_after.fs_errors, lookup.fs_errors, "{lookup_after:?}");
+    assert_eq!(after.rules[0].fired, 3);
+    // The render says the same in its columns.
+    let table = after.render();
+    assert!(
+        table.contains("fs-errors") && table.contains("3 failed"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_profile_run_says_where_the_time_went() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("stats.json");
+    // A small workload: files created, written, closed (a flush each), read,
+    // and names looked up that are not there; then the stats, as JSON.
+    let script = format!(
+        "set -e; cd \"$SLOWFS_MOUNT\"; \
+         for i in 1 2 3 4 5 6 7 8; do echo data$i > f$i; cat f$i > /dev/null; done; \
+         for i in 1 2 3 4 5; do test ! -e nothere$i; done; \
+         {slowfs} ctl --socket \"$SLOWFS_CTL\" \"$SLOWFS_MOUNT\" stats --json > {json}",
+        slowfs = env!("CARGO_BIN_EXE_slowfs"),
+        json = json.display()
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .args([
+            "run",
+            "--seed",
+            "1",
+            "--profile",
+            "nfs",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stats: slowfs::StatsReport =
+        serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    // Every op that ran took time, and the shares of the wall time add up to
+    // at most all of it (one caller at a time).
+    let shares: f64 = stats.ops.iter().map(|o| o.wall_share).sum();
+    assert!(
+        shares > 0.0 && shares <= 1.0,
+        "shares add up to {shares}: {stats:?}"
+    );
+    for op in &stats.ops {
+        assert!(op.time_us > 0, "{op:?}");
+        let expected = op.time_us as f64 / 1e6 / stats.uptime_s;
+        assert!((op.wall_share - expected).abs() < 1e-3, "{op:?}");
+    }
+    let top = stats.most_time().unwrap();
+    assert!(stats.ops.iter().all(|o| o.time_us <= top.time_us));
+    // The profile delays every lookup, but injects no failure: the missing
+    // names are the backing filesystem's ENOENT.
+    let lookup = stats.ops.iter().find(|o| o.op == "lookup").unwrap();
+    assert!(lookup.fs_errors >= 5, "{lookup:?}");
+    assert!(lookup.injected.delayed > 0, "{lookup:?}");
+    assert!(
+        stats.ops.iter().all(|o| o.injected.failed == 0),
+        "the nfs profile fails nothing: {stats:?}"
+    );
+    // The run's summary ends with the one-line answer, naming the op that
+    // took the most time (its table's first row), and each rule's share.
+    let answer = stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("most time: "))
+        .unwrap_or_else(|| panic!("no one-line answer: {stderr}"));
+    assert!(answer.ends_with("of the wall time"), "{answer}");
+    let header = stderr.lines().position(|l| l.starts_with("op ")).unwrap();
+    let first = stderr.lines().nth(header + 1).unwrap();
+    let first_op = first.split_whitespace().next().unwrap();
+    assert!(
+        answer.contains(&format!("({first_op})")),
+        "{answer}\n{stderr}"
+    );
+    let summed: f64 = stderr
+        .lines()
+        .skip(header + 1)
+        // The table's rows: their fourth column is the share of the wall time.
+        .map_while(|l| l.split_whitespace().nth(3).filter(|f| f.ends_with('%')))
+        .map(|share| share.trim_end_matches('%').parse::<f64>().unwrap())
+        .sum();
+    assert!(summed > 0.0 && summed <= 100.5, "{summed}: {stderr}");
+    assert!(
+        stderr.contains("of wall) in the requests it fired on"),
+        "{stderr}"
+    );
 }

@@ -87,14 +87,14 @@ fn config(args: &FaultArgs, backing: PathBuf, mountpoint: PathBuf) -> anyhow::Re
 }
 
 fn announce(mount: &Mount, seeded: bool, backing: &std::path::Path) {
-    eprintln!(
+    note!(
         "slowfs: mounted {} over {} ({} rule(s))",
         mount.mountpoint().display(),
         backing.display(),
         mount.plan().rules().len()
     );
     if !seeded {
-        eprintln!(
+        note!(
             "slowfs: seed {0} (pass --seed {0} to reproduce; --record-faults FILE when \
              threads race)",
             mount.seed()
@@ -102,12 +102,12 @@ fn announce(mount: &Mount, seeded: bool, backing: &std::path::Path) {
     }
     match mount.fault_trace() {
         Some(FaultTraceFile::Record(file)) => {
-            eprintln!(
+            note!(
                 "slowfs: recording the faults that fire in {}",
                 file.display()
             )
         }
-        Some(FaultTraceFile::Replay(file)) => eprintln!(
+        Some(FaultTraceFile::Replay(file)) => note!(
             "slowfs: replaying {} fault(s) from {} (the rules are not drawn from)",
             mount.plan().traced_faults(),
             file.display()
@@ -115,7 +115,7 @@ fn announce(mount: &Mount, seeded: bool, backing: &std::path::Path) {
         None => {}
     }
     if let Some(socket) = mount.control_socket() {
-        eprintln!(
+        note!(
             "slowfs: control: slowfs ctl {} stats|rules|set RULE|clear|release  (socket {})",
             mount.mountpoint().display(),
             socket.display()
@@ -128,15 +128,15 @@ pub fn mount(args: FaultArgs, mountpoint: PathBuf) -> anyhow::Result<ExitCode> {
     let (backing, _temp) = backing_dir(&args)?;
     let mount = Mount::start(config(&args, backing.clone(), mountpoint)?)?;
     announce(&mount, args.seed.is_some(), &backing);
-    eprintln!("slowfs: running until SIGINT/SIGTERM (Ctrl-C)");
+    note!("slowfs: running until SIGINT/SIGTERM (Ctrl-C)");
     match wait_unless(&signals, || mount.ended()) {
-        Some(signal) => eprintln!("slowfs: {signal}, unmounting"),
-        None => eprintln!(
+        Some(signal) => note!("slowfs: {signal}, unmounting"),
+        None => note!(
             "slowfs: {} was unmounted, exiting",
             mount.mountpoint().display()
         ),
     }
-    eprint!("{}", mount.stats().render());
+    note_part!("{}", mount.stats().render());
     mount.unmount().context("unmounting")?;
     Ok(ExitCode::SUCCESS)
 }
@@ -278,7 +278,7 @@ fn remount(
             // are left as they are (said with -v: they are usually unchanged,
             // and a remount must print nothing then).
             Some(_) if !verbose => {}
-            Some(_) => eprintln!(
+            Some(_) => note!(
                 "slowfs: note: '{word}' is left as mounted: slowfs's own options are fixed at \
                  mount time (change rules live with `slowfs ctl {} set RULE`, or unmount and \
                  mount again)",
@@ -329,8 +329,8 @@ pub fn mount_in_background(
             match said.strip_prefix("ok ") {
                 Some(_) if quiet => Ok(ExitCode::SUCCESS),
                 Some(announce) => {
-                    eprint!("{announce}");
-                    eprintln!("slowfs: daemon pid {child} serves it until unmounted");
+                    note_part!("{announce}");
+                    note!("slowfs: daemon pid {child} serves it until unmounted");
                     Ok(ExitCode::SUCCESS)
                 }
                 None if said.is_empty() => {
@@ -454,7 +454,7 @@ pub fn run(args: FaultArgs, quiet: bool, command: Vec<OsString>) -> anyhow::Resu
                     escalation.get_or_insert(Instant::now() + GRACE);
                 }
                 None if escalation.is_some_and(|at| Instant::now() >= at) => {
-                    eprintln!(
+                    note!(
                         "slowfs: the command did not exit {} s after the signal; releasing \
                          its requests and killing its process group",
                         GRACE.as_secs()
@@ -470,7 +470,7 @@ pub fn run(args: FaultArgs, quiet: bool, command: Vec<OsString>) -> anyhow::Resu
     let status = child.wait().context("waiting for the command")?;
     drop(terminal);
     if !quiet {
-        eprint!("{}", mount.stats().render());
+        note_part!("{}", mount.stats().render());
     }
     mount.unmount().context("unmounting")?;
     let code = match (status.code(), status.signal()) {
@@ -478,7 +478,7 @@ pub fn run(args: FaultArgs, quiet: bool, command: Vec<OsString>) -> anyhow::Resu
         (None, Some(signal)) => {
             if !quiet {
                 let name = Signal::try_from(signal).map_or("?", |s| s.as_str());
-                eprintln!("slowfs: command killed by {name}");
+                note!("slowfs: command killed by {name}");
             }
             128 + signal
         }
@@ -491,7 +491,7 @@ pub fn run(args: FaultArgs, quiet: bool, command: Vec<OsString>) -> anyhow::Resu
 /// answer takes longer than a second.
 fn request(socket: &Path, command: &CtlCommand) -> std::io::Result<slowfs::control::Response> {
     slowfs::control::request_noting_waits(socket, command, || {
-        eprintln!(
+        note!(
             "slowfs: waiting for the daemon at {} to answer (giving up after {} s) ...",
             socket.display(),
             slowfs::control::ANSWER_LIMIT.as_secs()
@@ -517,14 +517,14 @@ pub fn ctl(
     let socket = socket_of(&mountpoint, socket)?;
     let response = request(&socket, &command)?;
     if !response.ok {
-        eprintln!("slowfs ctl: {}", response.message);
+        note!("slowfs ctl: {}", response.message);
         return Ok(ExitCode::FAILURE);
     }
     // A command with no data (set, clear, ...) prints its message either way.
     if json && !response.data.is_null() {
-        println!("{}", serde_json::to_string_pretty(&response.data)?);
+        say!("{}", serde_json::to_string_pretty(&response.data)?);
     } else {
-        println!("{}", response.message.trim_end());
+        say!("{}", response.message.trim_end());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -533,21 +533,23 @@ pub fn profiles(name: Option<String>) -> anyhow::Result<ExitCode> {
     match name {
         None => {
             for p in PROFILES {
-                println!("{:<18} {}", p.name, p.summary);
+                say!("{:<18} {}", p.name, p.summary);
             }
-            println!("\n`slowfs profiles NAME` shows a profile's rules and sources.");
+            say!("\n`slowfs profiles NAME` shows a profile's rules and sources.");
         }
         Some(name) => {
             let Some(p) = slowfs_faults::profile(&name) else {
                 let names: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
                 bail!("unknown profile '{name}' (built-in: {})", names.join(", "));
             };
-            println!(
+            say!(
                 "{}: {}\n\nwhere the numbers come from: {}\n\nrules:",
-                p.name, p.summary, p.source
+                p.name,
+                p.summary,
+                p.source
             );
             for rule in p.rules {
-                println!("  {rule}");
+                say!("  {rule}");
             }
         }
     }
@@ -557,12 +559,12 @@ pub fn profiles(name: Option<String>) -> anyhow::Result<ExitCode> {
 pub fn check(file: PathBuf) -> anyhow::Result<ExitCode> {
     let mut spec = FaultSpec::default();
     spec.add_file(&file)?;
-    println!("{}: ok, {} rule(s)", file.display(), spec.rules.len());
+    say!("{}: ok, {} rule(s)", file.display(), spec.rules.len());
     if let Some(seed) = spec.seed {
-        println!("seed {seed}");
+        say!("seed {seed}");
     }
     for rule in &spec.rules {
-        println!("  {rule}");
+        say!("  {rule}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -602,11 +604,11 @@ pub fn umount_all(force: bool, timeout: Duration) -> anyhow::Result<ExitCode> {
             } else {
                 "live, another user's"
             };
-            println!("kept {}: {why}", entry.mountpoint.display());
+            say!("kept {}: {why}", entry.mountpoint.display());
         }
     }
     if skipped == 0 && !failed {
-        println!("no slowfs mounts left");
+        say!("no slowfs mounts left");
     }
     Ok(if failed {
         ExitCode::FAILURE
@@ -625,7 +627,7 @@ fn end_mount(
     let mountpoint = &entry.mountpoint;
     if entry.is_dead() {
         detach(entry)?;
-        println!(
+        say!(
             "unmounted {}: its daemon was gone; removed the dead mount",
             mountpoint.display()
         );
@@ -663,7 +665,7 @@ fn end_mount(
                 Err(e) => format!("--force, and the daemon did not answer ({e})"),
                 Ok(answer) => format!("--force, and the daemon said: {}", answer.message),
             };
-            println!(
+            say!(
                 "unmounted {}: {why}; detached the mount and aborted its \
                  FUSE connection (requests still pending fail with ENOTCONN)",
                 mountpoint.display(),
@@ -671,14 +673,14 @@ fn end_mount(
             return Ok(ExitCode::SUCCESS);
         }
     };
-    println!("{}", answer.message);
+    say!("{}", answer.message);
     let Some(pid) = answer.data.get("pid").and_then(|p| p.as_i64()) else {
         return Ok(ExitCode::SUCCESS);
     };
     let started = Instant::now();
     while process_alive(pid as i32) {
         if started.elapsed() > timeout {
-            eprintln!(
+            note!(
                 "slowfs umount: daemon pid {pid} is still running after {timeout:?}; \
                  `kill {pid}` ends it"
             );
@@ -686,7 +688,7 @@ fn end_mount(
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    println!(
+    say!(
         "daemon pid {pid} exited after {} ms",
         started.elapsed().as_millis()
     );

@@ -1,5 +1,7 @@
 //! Command-line interface.
 
+#[macro_use]
+mod print;
 mod commands;
 mod explore;
 
@@ -170,7 +172,8 @@ enum Command {
     /// A live view of a mount: per-operation rates, bytes/s, errors and faults
     /// per second, p50/p99/max latency, each rule's firings, requests parked
     /// now; redrawn in place every INTERVAL until the mount goes away (Ctrl-C
-    /// quits).
+    /// quits). Into a pipe or a file, plain frames one after another (no
+    /// escape codes).
     Top {
         /// The mountpoint of a running slowfs.
         mountpoint: PathBuf,

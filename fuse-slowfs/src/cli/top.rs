@@ -1,15 +1,16 @@
 //! `slowfs top MNT` and `slowfs ctl MNT stats --watch`: a mount's stats over
 //! time. `top` redraws a screen of rates (per second over the last interval)
-//! beside the latency percentiles since the mount started; `--watch` prints a
+//! beside the latency percentiles since the mount started (in a terminal; into
+//! a pipe or a file it prints the frames one after another); `--watch` prints a
 //! table (or one JSON object per line) per interval, for scripts.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use slowfs::control::{request, Command};
-use slowfs::stats::{micros, StatsReport};
+use slowfs::stats::{micros, percent, StatsReport};
 
 /// Asks the mount for its stats; `None` once it is gone.
 fn fetch(socket: &Path) -> anyhow::Result<Option<StatsReport>> {
@@ -33,11 +34,13 @@ pub fn top(mountpoint: &Path, socket: &Path, interval: Duration) -> anyhow::Resu
         );
     };
     let mut previous_at = Instant::now();
-    let mut out = std::io::stdout();
+    // In a terminal each frame replaces the last in place; into a pipe or a
+    // file, escape codes would only be noise: plain frames, one after another.
+    let terminal = std::io::stdout().is_terminal();
     loop {
         std::thread::sleep(interval);
         let Some(now) = fetch(socket)? else {
-            println!(
+            say!(
                 "\nslowfs top: {} is no longer mounted",
                 mountpoint.display()
             );
@@ -45,13 +48,19 @@ pub fn top(mountpoint: &Path, socket: &Path, interval: Duration) -> anyhow::Resu
         };
         let seconds = previous_at.elapsed().as_secs_f64();
         previous_at = Instant::now();
-        // Home, clear: the frame replaces the last one in place.
-        write!(
-            out,
-            "\x1b[H\x1b[2J{}",
-            frame(mountpoint, &previous, &now, seconds)
-        )?;
-        out.flush()?;
+        let frame = frame(mountpoint, &previous, &now, seconds);
+        let text = if terminal {
+            // Home, clear: the frame replaces the last one in place.
+            format!("\x1b[H\x1b[2J{frame}")
+        } else {
+            format!("{frame}\n")
+        };
+        let mut out = std::io::stdout().lock();
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            // The reader went away (`| head`): done, not an error.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+            other => other?,
+        }
         previous = now;
     }
 }
@@ -63,7 +72,15 @@ pub fn frame(mountpoint: &Path, before: &StatsReport, now: &StatsReport, seconds
     let mut s = String::new();
     let (mut total_ops, mut total_bytes) = (0.0, 0.0);
     let mut rows = String::new();
-    for op in &now.ops {
+    let share = |delta_us: u64| delta_us as f64 / 1e6 / seconds.max(1e-9);
+    let mut ops_now: Vec<&slowfs::stats::OpReport> = now.ops.iter().collect();
+    let spent = |op: &slowfs::stats::OpReport| {
+        let old = before.ops.iter().find(|o| o.op == op.op);
+        op.time_us.saturating_sub(old.map_or(0, |o| o.time_us))
+    };
+    // The operations that took the most of this interval first.
+    ops_now.sort_by_key(|op| std::cmp::Reverse(spent(op)));
+    for op in ops_now {
         let old = before.ops.iter().find(|o| o.op == op.op);
         let delta = |f: fn(&slowfs::stats::OpReport) -> u64| f(op).saturating_sub(old.map_or(0, f));
         let (ops, bytes) = (per_s(delta(|o| o.count)), per_s(delta(|o| o.bytes)));
@@ -71,12 +88,17 @@ pub fn frame(mountpoint: &Path, before: &StatsReport, now: &StatsReport, seconds
         total_bytes += bytes;
         let _ = writeln!(
             rows,
-            "{:<16} {:>9.1} {:>11} {:>8.1} {:>8.1} {:>10} {:>10} {:>10}",
+            "{:<16} {:>9.1} {:>11} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>10} {:>10} {:>10}",
             op.op,
             ops,
             human_rate(bytes),
-            per_s(delta(|o| o.errors)),
+            percent(share(spent(op))),
+            // Requests a rule fired on; of those, the ones answered an
+            // injected error; apart, the backing filesystem's own errors
+            // (ENOENT lookups, unsupported xattrs), which are no faults.
             per_s(delta(|o| o.faulted)),
+            per_s(delta(|o| o.injected.failed)),
+            per_s(delta(|o| o.fs_errors)),
             micros(op.p50_us),
             micros(op.p99_us),
             micros(op.max_us),
@@ -95,35 +117,37 @@ pub fn frame(mountpoint: &Path, before: &StatsReport, now: &StatsReport, seconds
     );
     let _ = writeln!(
         s,
-        "\n{:<16} {:>9} {:>11} {:>8} {:>8} {:>10} {:>10} {:>10}",
-        "op", "ops/s", "bytes/s", "errors/s", "faults/s", "p50", "p99", "max"
+        "\n{:<16} {:>9} {:>11} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
+        "op", "ops/s", "bytes/s", "%wall", "faults/s", "failed/s", "fs-err/s", "p50", "p99", "max"
     );
     s.push_str(&rows);
     if now.ops.is_empty() {
         s.push_str("(no requests yet)\n");
     }
-    let _ = writeln!(s, "\nrules (fired/s, fired, matched):");
+    let _ = writeln!(
+        s,
+        "\nrules (fired/s, fired, matched, %wall of the requests it fired on):"
+    );
     if now.rules.is_empty() {
         s.push_str("  none (slowfs ctl MNT set RULE adds one)\n");
     }
     for rule in &now.rules {
-        let old = before
-            .rules
-            .iter()
-            .find(|r| r.id == rule.id)
-            .map_or(0, |r| r.fired);
+        let old = before.rules.iter().find(|r| r.id == rule.id);
         let _ = writeln!(
             s,
-            "  #{:<3} {:>8.1} {:>9} {:>9}  {}",
+            "  #{:<3} {:>8.1} {:>9} {:>9} {:>6}  {}",
             rule.id,
-            per_s(rule.fired.saturating_sub(old)),
+            per_s(rule.fired.saturating_sub(old.map_or(0, |r| r.fired))),
             rule.fired,
             rule.matched,
+            percent(share(
+                rule.time_us.saturating_sub(old.map_or(0, |r| r.time_us))
+            )),
             rule.rule
         );
     }
     s.push_str(
-        "\n(rates over the last interval; latencies since the mount started; Ctrl-C quits)\n",
+        "\n(rates and %wall over the last interval; latencies since the mount started; Ctrl-C quits)\n",
     );
     s
 }
@@ -169,17 +193,21 @@ fn human_rate(bytes_per_s: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slowfs::stats::{OpReport, RuleStats};
+    use slowfs::stats::{InjectedCounts, OpReport, RuleStats};
 
     fn report(reads: u64, bytes: u64, fired: u64) -> StatsReport {
         serde_json::from_value(serde_json::json!({
             "uptime_s": 10.0,
             "ops": [serde_json::to_value(OpReport {
-                op: "read".into(), count: reads, errors: 0, faulted: fired, bytes,
+                op: "read".into(), count: reads, time_us: reads * 1000, wall_share: 0.0,
+                fs_errors: 0, faulted: fired,
+                injected: InjectedCounts { delayed: fired, ..Default::default() },
+                interrupted: 0, bytes,
                 p50_us: 100, p99_us: 20_000, max_us: 30_000, histogram: vec![],
             }).unwrap()],
             "rules": [serde_json::to_value(RuleStats {
                 id: 1, rule: "read delay=1ms".into(), matched: reads, fired,
+                time_us: fired * 1000, wall_share: 0.0,
             }).unwrap()],
             "parked": 3, "hung": 1,
         }))
@@ -199,5 +227,7 @@ mod tests {
         assert!(f.contains("20.0ms"), "{f}");
         assert!(f.contains("parked now: 3 (1 hung)"), "{f}");
         assert!(f.contains("#1"), "{f}");
+        // 200 reads of 1 ms each in 2 s: 10% of the interval.
+        assert!(f.contains(" 10% "), "{f}");
     }
 }

@@ -571,7 +571,8 @@ impl Inner {
             op,
             caller,
             arrived,
-            faulted: !verdict.is_clean(),
+            injected: crate::stats::Injected::of(&verdict),
+            carried: Duration::ZERO,
         };
         if verdict.crash {
             // Power loss at this request: it never happens, and nothing after it sees
@@ -586,15 +587,19 @@ impl Inner {
             if panic_here {
                 panic!("SLOWFS_TEST_PANIC_PATH: a forced panic in a {op:?} request");
             }
+            let mut done = done;
             for rpc in rpcs {
-                inner.send_carried(rpc, fate, arrived);
+                done.carried += inner.send_carried(rpc, fate);
             }
             let fate = if own_decision { fate } else { Fate::Run };
             match (fate, error) {
                 (Fate::Interrupted, _) => {
+                    done.injected.interrupted = true;
                     done.respond(inner, Err::<(), _>(Errno::EINTR), |_, ()| {})
                 }
                 (Fate::GaveUp, _) => {
+                    // A soft mount's timeout: the hang became an error.
+                    done.injected.add(crate::stats::FaultKind::Failed);
                     let errno = inner.soft_timeout_errno();
                     done.respond(inner, Err::<(), _>(errno), |_, ()| {})
                 }
@@ -699,17 +704,23 @@ pub(crate) struct Done<R> {
     /// The requesting thread.
     caller: u32,
     arrived: Instant,
-    faulted: bool,
+    /// What the rules did to it.
+    injected: crate::stats::Injected,
+    /// The time of the gathered WRITE it sent first (counted as a write's).
+    carried: Duration,
 }
 
 impl<R: AnyReply> Done<R> {
     /// Records the request and hands back the reply to send.
     pub(crate) fn record(self, inner: &Inner, outcome: RequestOutcome) -> R {
         let latency = self.arrived.elapsed();
-        inner.stats.record(self.op, latency, outcome, self.faulted);
+        let own = latency.saturating_sub(self.carried);
         inner
             .stats
-            .record_caller(self.caller, self.op, latency, self.faulted);
+            .record(self.op, latency, own, outcome, &self.injected);
+        inner
+            .stats
+            .record_caller(self.caller, self.op, latency, self.injected.any());
         self.reply
     }
 

@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use fuser::Errno;
 use slowfs_faults::Op;
@@ -253,20 +253,30 @@ impl Inner {
     /// Sends a carried WRITE (and its resends) as `fate` and the rules say,
     /// through the same data path as a caller's write ([`Inner::write_data`]),
     /// and counts each. An error is kept for the file's next close or fsync.
-    pub(super) fn send_carried(&self, rpc: CarriedWrite, fate: Fate, arrived: Instant) {
+    /// Returns the WRITEs' time (their delays and writes), which the request
+    /// that carried them waited for too: the stats count it under `write`,
+    /// not twice.
+    pub(super) fn send_carried(&self, rpc: CarriedWrite, fate: Fate) -> Duration {
         let CarriedWrite { ino, pending, rpcs } = rpc;
+        let mut total = Duration::ZERO;
         debug_assert_eq!(ino, pending.ino);
         let data = &pending.data[..];
         let mut at = 0usize;
         let mut result = Ok(());
         for decision in &rpcs {
+            let started = Instant::now();
             let sent = self.send_one(&pending, &data[at..], at as u64, decision, fate);
             let outcome = RequestOutcome {
                 bytes: *sent.as_ref().unwrap_or(&0) as u64,
                 failed: sent.is_err(),
             };
-            self.stats
-                .record(Op::Write, arrived.elapsed(), outcome, !decision.is_clean());
+            let mut injected = crate::stats::Injected::of(decision);
+            if fate == Fate::GaveUp {
+                injected.add(crate::stats::FaultKind::Failed);
+            }
+            let took = decision.delay + started.elapsed();
+            total += took;
+            self.stats.record(Op::Write, took, took, outcome, &injected);
             match sent {
                 Ok(n) => {
                     at += n;
@@ -288,6 +298,7 @@ impl Inner {
         if let Err(errno) = result {
             self.write_behind.failed(ino, errno);
         }
+        total
     }
 
     /// One WRITE of `data`, at `skip` bytes into `pending`'s range: the bytes

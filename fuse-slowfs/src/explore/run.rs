@@ -222,7 +222,8 @@ pub fn run(plan: &ExplorePlan, mut progress: impl FnMut(&Progress)) -> io::Resul
             saved_run: saved,
         }));
     }
-    if plan.fsync_fails && !report.outcome_is_interrupted() {
+    let interrupted = matches!(report.outcome, super::ExploreVerdict::Interrupted { .. });
+    if plan.fsync_fails && !interrupted {
         let runs = explore_fsync_failures(plan, &log, &config)?;
         report = report.with_fsync_fails(runs);
     }
@@ -230,12 +231,6 @@ pub fn run(plan: &ExplorePlan, mut progress: impl FnMut(&Progress)) -> io::Resul
         report,
         log: Some(log),
     })
-}
-
-impl ExploreReport {
-    fn outcome_is_interrupted(&self) -> bool {
-        matches!(self.outcome, super::ExploreVerdict::Interrupted { .. })
-    }
 }
 
 /// A recorded workload, and with `--fs` what its states are made from.

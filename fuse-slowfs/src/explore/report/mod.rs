@@ -259,10 +259,7 @@ pub struct ReportContext<'a> {
 impl ExploreReport {
     /// The report of `result`, its verdict judged.
     pub fn new(result: &Exploration, context: ReportContext<'_>) -> ExploreReport {
-        let epoch_of = |point: usize| {
-            let points = context.epochs.as_ref()?;
-            points.binary_search(&point).ok().map(|i| i + 1)
-        };
+        let epoch_of = |point: usize| epoch_of(context.epochs.as_deref(), point);
         let replay = |state: &str| {
             context.saved.as_ref().map(|saved| {
                 format!(
@@ -364,9 +361,14 @@ impl ExploreReport {
 
     /// The flush epoch (from 1) that crash point `point` ends, with `--fs`.
     pub fn epoch_of(&self, point: usize) -> Option<usize> {
-        let points = self.flush_epochs.as_ref()?;
-        points.binary_search(&point).ok().map(|i| i + 1)
+        epoch_of(self.flush_epochs.as_deref(), point)
     }
+}
+
+/// The flush epoch (from 1) that crash point `point` ends, given the crash
+/// point that ends each epoch.
+fn epoch_of(epochs: Option<&[usize]>, point: usize) -> Option<usize> {
+    epochs?.binary_search(&point).ok().map(|i| i + 1)
 }
 
 /// Names for the nodes of a recorded log, as the text and JSON use them

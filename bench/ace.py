@@ -194,20 +194,12 @@ def applicable(steps):
         uses = {"A"} if op.endswith("-A") or "-A-" in op else set()
         if op in ("append-B", "unlink-B", "rename-B-B2", "rename-B-over-A"):
             uses = {"B"}
-        if op in ("write-C",) and "C" in gone:
-            return False
         if uses & gone:
             return False
         if op in ("unlink-A", "rename-A-d/R"):
             gone.add("A")
         if op in ("unlink-B", "rename-B-B2", "rename-B-over-A"):
             gone.add("B")
-        if op == "creat-C" and "C" in gone:
-            return False
-        if op in ("creat-C", "write-C"):
-            gone.add("C-made")
-        if op == "creat-C" and "C-made" in gone and steps.index((op, _)) > 0:
-            pass
     names = [op for op, _ in steps]
     if names.count("creat-C") + names.count("write-C") > 1 or names.count("mkdir-E") > 1:
         return False

@@ -224,7 +224,8 @@ def workloads(seq, sample, seed):
 
 
 def slowfs_binary():
-    binary = os.environ.get("SLOWFS") or os.path.join(ROOT, "target/release/slowfs")
+    # Absolute: each explore runs in its own scratch directory.
+    binary = os.path.abspath(os.environ.get("SLOWFS") or os.path.join(ROOT, "target/release/slowfs"))
     if not os.path.exists(binary):
         sys.exit(f"ace: {binary} is missing: cargo build --release -p slowfs (or set SLOWFS)")
     return binary

@@ -74,6 +74,21 @@ pub enum LogOp {
         /// New length.
         len: u64,
     },
+    /// The zeros a truncate to a size inside a block writes in place over
+    /// the rest of that block (ext4 `ext4_block_truncate_page`, XFS
+    /// `xfs_truncate_page`): a data write that changes no size, so it can
+    /// reach the disk in a write-back before the journal commits the new
+    /// size, leaving the old size with a run of zeros. Bytes past the file's
+    /// size are untouched. Recorded by [`Log::push_truncate`], after its
+    /// truncate.
+    TruncateZeroing {
+        /// The file.
+        node: NodeId,
+        /// The truncate's new size.
+        offset: u64,
+        /// To the end of the block (or of the old size, if sooner).
+        len: u64,
+    },
     /// A new node under a name.
     Create {
         /// Parent directory.
@@ -139,9 +154,10 @@ impl LogOp {
     /// fingerprint's canonical ones).
     pub fn nodes_mut(&mut self) -> Vec<&mut NodeId> {
         match self {
-            LogOp::Write { node, .. } | LogOp::SetLen { node, .. } | LogOp::Fsync { node, .. } => {
-                vec![node]
-            }
+            LogOp::Write { node, .. }
+            | LogOp::SetLen { node, .. }
+            | LogOp::TruncateZeroing { node, .. }
+            | LogOp::Fsync { node, .. } => vec![node],
             LogOp::Create { dir, node, .. } | LogOp::Link { dir, node, .. } => vec![dir, node],
             LogOp::Remove { dir, .. } | LogOp::FsyncDir { dir } => vec![dir],
             LogOp::Rename {
@@ -175,7 +191,9 @@ impl LogOp {
     /// The file whose data this op changes.
     pub(crate) fn data_node(&self) -> Option<NodeId> {
         match self {
-            LogOp::Write { node, .. } | LogOp::SetLen { node, .. } => Some(*node),
+            LogOp::Write { node, .. }
+            | LogOp::SetLen { node, .. }
+            | LogOp::TruncateZeroing { node, .. } => Some(*node),
             _ => None,
         }
     }
@@ -272,7 +290,9 @@ impl Tree {
     /// otherwise be held whole in memory (a 1 GiB image, 1 GiB).
     pub fn apply_shape(&mut self, op: &LogOp) {
         match op {
-            LogOp::Write { node, .. } | LogOp::SetLen { node, .. } => {
+            LogOp::Write { node, .. }
+            | LogOp::SetLen { node, .. }
+            | LogOp::TruncateZeroing { node, .. } => {
                 self.file_mut(*node);
             }
             op => self.apply(op),
@@ -292,6 +312,13 @@ impl Tree {
                 file[*offset as usize..end].copy_from_slice(data);
             }
             LogOp::SetLen { node, len } => self.file_mut(*node).resize(*len as usize, 0),
+            LogOp::TruncateZeroing { node, offset, len } => {
+                let file = self.file_mut(*node);
+                let end = ((offset + len) as usize).min(file.len());
+                if let Some(zeroed) = file.get_mut(*offset as usize..end) {
+                    zeroed.fill(0);
+                }
+            }
             LogOp::Create {
                 dir,
                 name,
@@ -528,6 +555,58 @@ impl Log {
         self.ops.push(op);
     }
 
+    /// The log of `ops` as recorded over `initial`, as a filesystem with
+    /// `block`-byte blocks performs them: each truncate through
+    /// [`Log::push_truncate`], the rest as they are.
+    pub fn from_recorded(initial: Tree, ops: impl IntoIterator<Item = LogOp>, block: u64) -> Log {
+        let mut log = Log::new(initial);
+        for op in ops {
+            match op {
+                LogOp::SetLen { node, len } => log.push_truncate(node, len, block),
+                op => log.push(op),
+            }
+        }
+        log
+    }
+
+    /// Records a truncate of `node` to `len` as a filesystem with
+    /// `block`-byte blocks performs it: a shrink to a size inside a block
+    /// also zeroes the rest of that block in place
+    /// ([`LogOp::TruncateZeroing`], after the truncate).
+    pub fn push_truncate(&mut self, node: NodeId, len: u64, block: u64) {
+        let old = self.size_of(node, self.ops.len());
+        self.push(LogOp::SetLen { node, len });
+        let block_end = len.div_ceil(block) * block;
+        let end = block_end.min(old);
+        if end > len {
+            self.push(LogOp::TruncateZeroing {
+                node,
+                offset: len,
+                len: end - len,
+            });
+        }
+    }
+
+    /// The size of file `node` after the first `k` operations.
+    fn size_of(&self, node: NodeId, k: usize) -> u64 {
+        let mut size = match self.initial.nodes.get(&node) {
+            Some(Node::File(bytes)) => bytes.len() as u64,
+            _ => 0,
+        };
+        for op in &self.ops[..k] {
+            match op {
+                LogOp::Write {
+                    node: n,
+                    offset,
+                    data,
+                } if *n == node => size = size.max(offset + data.len() as u64),
+                LogOp::SetLen { node: n, len } if *n == node => size = *len,
+                _ => {}
+            }
+        }
+        size
+    }
+
     /// The operations.
     pub fn ops(&self) -> &[LogOp] {
         &self.ops
@@ -585,22 +664,7 @@ impl Log {
         let LogOp::Write { node, offset, data } = &self.ops[i] else {
             return false;
         };
-        let mut size = match self.initial.nodes.get(node) {
-            Some(Node::File(bytes)) => bytes.len() as u64,
-            _ => 0,
-        };
-        for op in &self.ops[..i] {
-            match op {
-                LogOp::Write {
-                    node: n,
-                    offset,
-                    data,
-                } if n == node => size = size.max(offset + data.len() as u64),
-                LogOp::SetLen { node: n, len } if n == node => size = *len,
-                _ => {}
-            }
-        }
-        offset + data.len() as u64 > size
+        offset + data.len() as u64 > self.size_of(*node, i)
     }
 
     /// The initial tree.
@@ -735,6 +799,9 @@ impl fmt::Display for LogOp {
                 write!(f, "write(#{node}, {offset}, {} bytes)", data.len())
             }
             LogOp::SetLen { node, len } => write!(f, "truncate(#{node}, {len})"),
+            LogOp::TruncateZeroing { node, offset, len } => {
+                write!(f, "truncate_zeroing(#{node}, {offset}, {len} bytes)")
+            }
             LogOp::Create {
                 dir,
                 name,

@@ -196,11 +196,11 @@ impl SlowMount {
     /// What the mount has recorded, over the initial tree: the input of the
     /// durability model. Empty on a mount that does not record.
     pub fn log(&self) -> Log {
-        let mut log = Log::new(self.initial.clone().unwrap_or_else(|| Tree::empty(0)));
-        for op in self.mount().recorded() {
-            log.push(op);
-        }
-        log
+        Log::from_recorded(
+            self.initial.clone().unwrap_or_else(|| Tree::empty(0)),
+            self.mount().recorded(),
+            crate::explore::BLOCK_SIZE,
+        )
     }
 
     /// Power loss now (strict crash model): the tree becomes its durable state

@@ -66,6 +66,16 @@
 //! without copy-on-write (`chattr +C`, `nodatacow`) are overwritten in place,
 //! so their overwrites can persist past the last transaction: not modelled.
 //!
+//! * **a truncate's zeroing in place** (ext4, XFS): a truncate to a size
+//!   inside a block zeroes the rest of that block in the page cache
+//!   (`ext4_block_truncate_page`; XFS `xfs_truncate_page` ->
+//!   `iomap_truncate_page`), written back in place like an overwrite, so it
+//!   can reach the disk before the journal commits the new size: the old
+//!   size with a run of zeros (seen on ext4 by the `ace` generator). btrfs
+//!   writes the zeroed block copy-on-write, in the truncate's transaction or
+//!   later, so never before the size ([`LogOp::TruncateZeroing`] follows its
+//!   truncate in the log).
+//!
 //! Not modelled: the flush on close after a truncate to zero (ext4 and XFS).
 //!
 //! Every model allows a subset of the states of the one it refines
@@ -250,6 +260,7 @@ impl SyncReach {
                 self.sizes.insert(*node, *len);
                 self.data_changed.insert(*node, i);
             }
+            LogOp::TruncateZeroing { node, .. } => touch(&[Some(*node)]),
             LogOp::Create { dir, node, .. } | LogOp::Link { dir, node, .. } => {
                 touch(&[Some(*dir), Some(*node)]);
             }
@@ -345,6 +356,8 @@ impl ModelFacts {
                     }
                     (true, None)
                 }
+                // Zeros in place, in a block the file already has.
+                LogOp::TruncateZeroing { .. } => (false, None),
                 LogOp::Fsync { .. } | LogOp::FsyncDir { .. } | LogOp::Sync => (false, None),
                 _ => (true, None),
             };
@@ -561,6 +574,53 @@ mod tests {
 
     fn kept(ops: &[usize]) -> Kept {
         ops.iter().map(|&i| (i, Keep::Whole)).collect()
+    }
+
+    /// The `ace` generator's ext4 state `A=ggZZgggg`: a truncate from 8 KiB
+    /// to 2 KiB whose zeroing of its block reached the disk without the new
+    /// size. ext4 and XFS can leave it; btrfs cannot (copy-on-write).
+    #[test]
+    fn a_truncates_zeroing_can_persist_without_its_size_except_on_btrfs() {
+        let mut initial = Tree::empty(1);
+        initial.apply(&LogOp::Create {
+            dir: 1,
+            name: "A".into(),
+            node: 2,
+            kind: NodeKind::File,
+        });
+        initial.apply(&LogOp::Write {
+            node: 2,
+            offset: 0,
+            data: vec![b'g'; 8192],
+        });
+        let log = Log::from_recorded(initial, [LogOp::SetLen { node: 2, len: 2048 }], 4096);
+        assert_eq!(
+            log.ops()[1],
+            LogOp::TruncateZeroing {
+                node: 2,
+                offset: 2048,
+                len: 2048
+            }
+        );
+        let zeroing_alone = kept(&[1]);
+        let mut expected = vec![b'g'; 8192];
+        expected[2048..4096].fill(0);
+        let state = log.state_with(2, &zeroing_alone);
+        assert_eq!(state.lookup("A").and_then(Node::data), Some(&expected[..]));
+        let facts = ModelFacts::new(&log);
+        let pending = log.pending(2);
+        assert_eq!(
+            facts.models_allowing(&log, 2, &pending, &zeroing_alone),
+            [FsModel::Strict, FsModel::Xfs, FsModel::Ext4Ordered]
+        );
+        // Both kept, the zeros lie past the size: the truncate alone.
+        let both = log.state_with(2, &kept(&[0, 1]));
+        assert_eq!(both.lookup("A").and_then(Node::data), Some(&[b'g'; 2048][..]));
+        // A block-aligned truncate, or a growing one, zeroes nothing.
+        for len in [4096, 16384] {
+            let log = Log::from_recorded(Tree::empty(1), [LogOp::SetLen { node: 2, len }], 4096);
+            assert_eq!(log.ops().len(), 1, "truncate to {len}");
+        }
     }
 
     #[test]

@@ -29,7 +29,9 @@ impl Pending {
     fn step(&mut self, ops: &[LogOp], i: usize) {
         let op = &ops[i];
         match op {
-            LogOp::Write { .. } | LogOp::SetLen { .. } => self.ops.push((i, Vec::new())),
+            LogOp::Write { .. } | LogOp::SetLen { .. } | LogOp::TruncateZeroing { .. } => {
+                self.ops.push((i, Vec::new()))
+            }
             LogOp::Create { .. }
             | LogOp::Link { .. }
             | LogOp::Remove { .. }

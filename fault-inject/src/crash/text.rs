@@ -62,6 +62,11 @@ pub fn describe(op: &LogOp, names: &HashMap<NodeId, String>) -> String {
             offset + data.len() as u64
         ),
         LogOp::SetLen { node, len } => format!("truncate {} to {len}", name(node)),
+        LogOp::TruncateZeroing { node, offset, len } => format!(
+            "truncate {}'s zeroing of [{offset}..{})",
+            name(node),
+            offset + len
+        ),
         LogOp::Create {
             dir, name: n, kind, ..
         } => format!("create {} ({kind:?})", entry(dir, n)),
@@ -109,9 +114,10 @@ pub fn paths_of(op: &LogOp, names: &HashMap<NodeId, String>) -> Vec<String> {
         }
     };
     match op {
-        LogOp::Write { node, .. } | LogOp::SetLen { node, .. } | LogOp::Fsync { node, .. } => {
-            vec![name(node)]
-        }
+        LogOp::Write { node, .. }
+        | LogOp::SetLen { node, .. }
+        | LogOp::TruncateZeroing { node, .. }
+        | LogOp::Fsync { node, .. } => vec![name(node)],
         LogOp::Create { dir, name: n, .. }
         | LogOp::Link { dir, name: n, .. }
         | LogOp::Remove { dir, name: n } => vec![entry(dir, n)],

@@ -123,7 +123,7 @@ impl ExploreConfig {
 }
 
 /// The block size of the filesystems the models stand for: where their
-/// writes tear by default.
+/// writes tear by default, and where a truncate's zeroing ends.
 pub const BLOCK_SIZE: u64 = 4096;
 
 /// Why an exploration ended before it had checked everything it planned.

@@ -110,10 +110,7 @@ pub fn record_over(
             format!("cannot start the workload {:?}: {e}", workload[0]),
         )
     })?;
-    let mut log = Log::new(initial);
-    for op in ops {
-        log.push(op);
-    }
+    let log = Log::from_recorded(initial, ops, super::BLOCK_SIZE);
     Ok(Recorded { log, status })
 }
 

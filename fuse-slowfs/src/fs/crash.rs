@@ -49,11 +49,11 @@ pub struct DurabilityReport {
 
 impl Inner {
     pub(super) fn current_log(&self, crash: &CrashState) -> Log {
-        let mut log = Log::new(crash.initial.lock().unwrap().clone());
-        for op in self.recorded() {
-            log.push(op);
-        }
-        log
+        Log::from_recorded(
+            crash.initial.lock().unwrap().clone(),
+            self.recorded(),
+            crate::explore::BLOCK_SIZE,
+        )
     }
 
     /// Power loss now. Without the crash model, nothing happens.

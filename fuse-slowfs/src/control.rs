@@ -599,7 +599,7 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
             }
             Ok(rule) => {
                 let text = rule.to_string();
-                let id = inner.plan.add(rule);
+                let id = inner.add_rule(rule);
                 Response::ok(
                     format!("added rule #{id}: {text}"),
                     serde_json::json!({ "id": id }),

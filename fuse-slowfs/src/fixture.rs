@@ -159,7 +159,7 @@ impl SlowMount {
     pub fn set(&self, rule: &str) -> io::Result<u64> {
         let rule = parse_rule(rule)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        Ok(self.mount().plan().add(rule))
+        Ok(self.mount().add_rule(rule))
     }
 
     /// Removes one rule or all.

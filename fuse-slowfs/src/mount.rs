@@ -340,9 +340,16 @@ impl Mount {
         self.control.as_ref().map(ControlServer::path)
     }
 
-    /// The live rules: add and clear them at runtime.
+    /// The live rules: clear them at runtime, and add them with
+    /// [`Mount::add_rule`] (a rule on lookups or getattrs added here directly
+    /// may miss names and attributes the kernel cached).
     pub fn plan(&self) -> &FaultPlan {
         &self.inner.plan
+    }
+
+    /// Adds a rule at runtime (see [`Inner::add_rule`]); its id.
+    pub fn add_rule(&self, rule: slowfs_faults::Rule) -> u64 {
+        self.inner.add_rule(rule)
     }
 
     /// The run seed.

@@ -43,6 +43,12 @@ pub struct Tuning {
     /// How many inode fds the daemon keeps open at most; `0`: half of what the
     /// open-file limit (raised to its hard limit at start) leaves after a reserve.
     pub fd_cache: usize,
+    /// Seconds the kernel may cache names and attributes while no rule asks to
+    /// see lookups or getattrs, so a stat costs what it costs natively (a rule
+    /// added at runtime invalidates them first). A change made in the backing
+    /// directory by another process, not through the mount, shows through it
+    /// after at most this long; `0`: every stat asks the daemon.
+    pub attr_timeout: u32,
 }
 
 impl Default for Tuning {
@@ -56,6 +62,7 @@ impl Default for Tuning {
             clone_fd: false,
             file_handles: true,
             fd_cache: 0,
+            attr_timeout: 60,
         }
     }
 }
@@ -73,6 +80,7 @@ pub const KEYS: &[(&str, &str)] = &[
         "fd-cache",
         "a count from 16 to 1048576, or 0 for the default",
     ),
+    ("attr-timeout", "seconds from 0 to 86400"),
 ];
 
 /// A `--tune` setting that could not be applied.
@@ -150,6 +158,12 @@ impl Tuning {
             "fd-cache" => {
                 self.fd_cache = match value.parse::<usize>() {
                     Ok(n) if n == 0 || (16..=1 << 20).contains(&n) => n,
+                    _ => return Err(bad()),
+                }
+            }
+            "attr-timeout" => {
+                self.attr_timeout = match value.parse::<u32>() {
+                    Ok(n) if n <= 86_400 => n,
                     _ => return Err(bad()),
                 }
             }

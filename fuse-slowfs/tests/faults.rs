@@ -426,3 +426,76 @@ fn a_profile_run_says_where_the_time_went() {
         "{stderr}"
     );
 }
+
+/// Requests of `op` the mount has answered so far.
+fn answered(m: &SlowMount, op: &str) -> u64 {
+    m.stats()
+        .ops
+        .iter()
+        .find(|o| o.op == op)
+        .map_or(0, |o| o.count)
+}
+
+/// With no rule on metadata the kernel caches names and attributes (a
+/// repeated stat costs no request: the negative control, without which the
+/// rest proves nothing), yet a rule added at runtime acts on the very next
+/// stat, and on the next lookup of a name the kernel had cached.
+#[test]
+fn metadata_is_cached_until_a_rule_wants_to_see_it() {
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
+    fs::write(m.path("f"), b"x").unwrap();
+    fs::create_dir(m.path("d")).unwrap();
+    fs::write(m.path("d/g"), b"y").unwrap();
+    fs::metadata(m.path("f")).unwrap();
+    fs::metadata(m.path("d/g")).unwrap();
+    let asked = |m: &SlowMount| answered(m, "getattr") + answered(m, "lookup");
+    let before = asked(&m);
+    for _ in 0..1000 {
+        fs::metadata(m.path("f")).unwrap();
+        fs::metadata(m.path("d/g")).unwrap();
+    }
+    let during = asked(&m) - before;
+    assert!(
+        during < 10,
+        "2,000 stats of two cached files sent {during} lookups/getattrs: the kernel did not cache them"
+    );
+
+    m.set("getattr path=f error=EIO").unwrap();
+    let stat = fs::metadata(m.path("f"));
+    assert_eq!(
+        stat.as_ref().err().and_then(|e| e.raw_os_error()),
+        Some(libc::EIO),
+        "the stat right after `set getattr error=EIO`: {stat:?}"
+    );
+    m.set("lookup path=d/g error=EACCES").unwrap();
+    let stat = fs::metadata(m.path("d/g"));
+    assert_eq!(
+        stat.as_ref().err().and_then(|e| e.raw_os_error()),
+        Some(libc::EACCES),
+        "the stat right after `set lookup error=EACCES`: {stat:?}"
+    );
+    m.clear(None);
+    fs::metadata(m.path("f")).expect("no rule, no error");
+}
+
+/// A file created and closed keeps the attributes its create gave the
+/// kernel: stats of fresh files cost no request (as natively; issue 44).
+#[test]
+fn fresh_files_are_stat_without_a_request() {
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
+    for i in 0..200 {
+        File::create(m.path(&format!("f{i}"))).unwrap();
+    }
+    // RELEASE arrives after close returns.
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = |m: &SlowMount| answered(m, "getattr") + answered(m, "lookup");
+    let before = asked(&m);
+    for i in 0..200 {
+        fs::metadata(m.path(&format!("f{i}"))).unwrap();
+    }
+    let sent = asked(&m) - before;
+    assert!(
+        sent < 10,
+        "200 stats of fresh files sent {sent} lookups/getattrs"
+    );
+}

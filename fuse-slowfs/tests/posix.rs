@@ -152,6 +152,48 @@ fn mmap_stores_update_mtime_in_passthrough() {
     );
 }
 
+/// The attributes a create caches (a new file is empty) do not outlive the
+/// first write: a store through a mapping after it shows in stat's mtime.
+#[test]
+fn mmap_stores_after_the_first_write_to_a_new_file_update_mtime() {
+    let m = SlowMount::configured(&[], |_| {}).expect("mounting slowfs");
+    let mut file = OpenOptions::new()
+        .create_new(true)
+        .read(true)
+        .write(true)
+        .open(m.path("mapped"))
+        .unwrap();
+    let created = stat_mtime(&m.path("mapped"));
+    file.write_all(&[0u8; 4096]).unwrap();
+    let before = stat_mtime(&m.path("mapped"));
+    assert!(before >= created);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    // SAFETY: a fresh 4 KiB shared mapping of a 4 KiB file, written in bounds
+    // and unmapped before the file is closed.
+    unsafe {
+        let map = libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        );
+        assert_ne!(map, libc::MAP_FAILED);
+        *(map as *mut u8) = 1;
+        assert_eq!(libc::munmap(map, 4096), 0);
+    }
+    let open_after = stat_mtime(&m.path("mapped"));
+    drop(file);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let closed_after = stat_mtime(&m.path("mapped"));
+    assert!(
+        open_after > before && closed_after > before,
+        "mtime {open_after:?} while open and {closed_after:?} after close, {before:?} before the store"
+    );
+}
+
 /// mtime as `stat -c %Y` and xfstests see it: statx asking for the times only.
 /// (Any mmap invalidates the cached atime, so a full stat would refetch.)
 fn stat_mtime(path: &Path) -> (i64, u32) {

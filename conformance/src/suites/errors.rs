@@ -129,8 +129,8 @@ fn check_claimed_writes(
     for &(offset, len, written, byte) in attempts.iter().rev() {
         let offset = offset as usize;
         let Some(written) = written else {
-            for at in offset..offset + len {
-                failed_here[at].push(byte);
+            for bytes in &mut failed_here[offset..offset + len] {
+                bytes.push(byte);
             }
             continue;
         };

@@ -615,7 +615,10 @@ mod tests {
         );
         // Both kept, the zeros lie past the size: the truncate alone.
         let both = log.state_with(2, &kept(&[0, 1]));
-        assert_eq!(both.lookup("A").and_then(Node::data), Some(&[b'g'; 2048][..]));
+        assert_eq!(
+            both.lookup("A").and_then(Node::data),
+            Some(&[b'g'; 2048][..])
+        );
         // A block-aligned truncate, or a growing one, zeroes nothing.
         for len in [4096, 16384] {
             let log = Log::from_recorded(Tree::empty(1), [LogOp::SetLen { node: 2, len }], 4096);

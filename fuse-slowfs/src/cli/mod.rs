@@ -470,10 +470,14 @@ struct FaultArgs {
     /// `--tune threads=N`.
     #[arg(long)]
     threads: Option<usize>,
-    /// A FUSE setting, for benchmarks; may be repeated. KEY=VALUE with KEY one of
+    /// A FUSE setting; may be repeated. KEY=VALUE with KEY one of
     /// max-write (default 1MiB), max-background (1024), writeback-cache (off),
-    /// kill-priv-v2 (on), threads (4), clone-fd (off). The defaults are what
-    /// `bench/fio.sh tuning` measured best (see README).
+    /// kill-priv-v2 (on), threads (4), clone-fd (off), file-handles (on),
+    /// fd-cache (0: half the open-file limit), attr-timeout (60: seconds the
+    /// kernel caches names and attributes while no rule wants to see them; a
+    /// change made in the backing directory directly shows after at most
+    /// this long). The defaults are what `bench/fio.sh tuning` measured best
+    /// (see README).
     #[arg(long = "tune", value_name = "KEY=VALUE")]
     tune: Vec<String>,
     /// Control socket path (default: /run/slowfs/HASH.sock, found by `slowfs ctl MNT`).

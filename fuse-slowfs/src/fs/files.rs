@@ -354,12 +354,18 @@ pub(super) fn create(
                 let write = flags & libc::O_ACCMODE != libc::O_RDONLY;
                 inner.created_passthrough(fh.0, attr.ino.0, write);
             }
-            // After the handle is counted: a passthrough writer's attributes
-            // are not cached.
-            // One time for the name and the attributes: the shorter.
-            let ttl = inner
-                .attr_ttl(attr.ino.0, &attr)
-                .min(inner.entry_ttl(parent.0));
+            // One time for the name and the attributes: the shorter. A
+            // passthrough writer's attributes are otherwise not cached (the
+            // daemon cannot see stores through a mapping), but a new file is
+            // empty: nothing can be stored in it before a size change, after
+            // which the kernel asks for its attributes again.
+            let ttl = if inner.is_nfs_client() {
+                inner
+                    .attr_ttl(attr.ino.0, &attr)
+                    .min(inner.entry_ttl(parent.0))
+            } else {
+                inner.entry_ttl(parent.0)
+            };
             match backing {
                 Some(id) => {
                     reply.created_passthrough(&ttl, &attr, GENERATION, fh, FopenFlags::empty(), &id)

@@ -335,6 +335,18 @@ impl Inodes {
         false
     }
 
+    /// Every inode the kernel holds but the root, with the parent and name it
+    /// was last seen under: what an invalidation of its caches names.
+    pub fn known(&self) -> Vec<(u64, u64, OsString)> {
+        let table = self.table.lock().unwrap();
+        table
+            .entries
+            .iter()
+            .filter(|(ino, _)| **ino != ROOT)
+            .map(|(ino, entry)| (*ino, entry.parent, entry.name.clone()))
+            .collect()
+    }
+
     /// The inode last seen as `name` in `parent`, if the kernel holds it.
     pub fn at(&self, parent: u64, name: &OsStr) -> Option<u64> {
         let table = self.table.lock().unwrap();

@@ -458,9 +458,18 @@ impl Inner {
     }
 
     /// Handle `fh` was released. A passthrough writer's last stores (through a
-    /// mapping, which keeps the file open until munmap) changed the times.
+    /// mapping, which keeps the file open until munmap) changed the times; an
+    /// empty file had none (the attributes of a file created and closed stay
+    /// cached, as natively).
     fn released(&self, fh: u64) {
-        if let Some(ino) = self.passthrough_writers.closed(fh) {
+        let Some(ino) = self.passthrough_writers.closed(fh) else {
+            return;
+        };
+        let empty = self
+            .inodes
+            .get(INodeNo(ino))
+            .is_ok_and(|node| sys::stat_fd(node.raw()).is_ok_and(|st| st.st_size == 0));
+        if !empty {
             self.attributes_changed(ino);
         }
     }
@@ -479,13 +488,15 @@ impl Inner {
     }
 
     /// How long the kernel may remember that a name in `parent` does not
-    /// exist: under `--cache nfs` only with `lookupcache=all`.
+    /// exist: under `--cache nfs` only with `lookupcache=all`; else at most a
+    /// second (no invalidation names them when a rule is added).
     fn negative_ttl(&self, parent: u64) -> Duration {
         match &self.nfs {
             Some((nfs, _)) if nfs.lookupcache != crate::client_cache::LookupCache::All => {
                 Duration::ZERO
             }
-            _ => self.entry_ttl(parent),
+            Some(_) => self.entry_ttl(parent),
+            None => self.entry_ttl(parent).min(Duration::from_secs(1)),
         }
     }
 
@@ -500,16 +511,63 @@ impl Inner {
     }
 
     /// How long the kernel may cache names and attributes: not at all while a rule
-    /// wants to see lookups or getattrs, else one second.
+    /// wants to see lookups or getattrs, else `--tune attr-timeout` (60 s), so
+    /// that a stat costs what it costs natively.
     fn ttl(&self) -> Duration {
         // After a crash the tree changes under the kernel's caches: never cache.
-        if self.crash.is_some()
-            || self.plan.matches_op(Op::Lookup)
-            || self.plan.matches_op(Op::Getattr)
-        {
+        if self.crash.is_some() || self.wants_metadata_requests() {
             Duration::ZERO
         } else {
-            Duration::from_secs(1)
+            Duration::from_secs(self.tuning.attr_timeout.into())
+        }
+    }
+
+    /// Whether a rule (or a replayed trace) wants to see lookups or getattrs.
+    fn wants_metadata_requests(&self) -> bool {
+        self.plan.matches_op(Op::Lookup) || self.plan.matches_op(Op::Getattr)
+    }
+
+    /// Adds a rule at runtime. One that wants to see lookups or getattrs when
+    /// none did first makes the kernel forget the names and attributes it
+    /// cached, so the rule acts on the very next stat.
+    pub fn add_rule(&self, rule: slowfs_faults::Rule) -> u64 {
+        let cached = !self.wants_metadata_requests() && self.crash.is_none();
+        let id = self.plan.add(rule);
+        if cached && self.wants_metadata_requests() && self.nfs.is_none() {
+            self.forget_cached_metadata();
+        }
+        id
+    }
+
+    /// Invalidates every name and attribute the kernel may have cached: each
+    /// inode it holds, under the name it was last seen by (another hard link's
+    /// name, if cached, is not named; its attributes are). Negative entries
+    /// are not tracked: the kernel keeps them a second at most ([`negative_ttl`]).
+    ///
+    /// On a thread of its own, waited for up to a second: the kernel takes a
+    /// directory's lock to drop a name in it, so a request held in that
+    /// directory (a `create hang`) would hold up the caller; the
+    /// invalidation then finishes when the request does.
+    ///
+    /// [`negative_ttl`]: Self::negative_ttl
+    fn forget_cached_metadata(&self) {
+        let Some(notifier) = self.notifier.get().cloned() else {
+            return;
+        };
+        let known = self.inodes.known();
+        let (done, finished) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("slowfs-invalidate".into())
+            .spawn(move || {
+                for (ino, parent, name) in known {
+                    let _ = notifier.inval_entry(INodeNo(parent), &name);
+                    let _ = notifier.inval_inode(INodeNo(ino), -1, 0);
+                }
+                let _ = notifier.inval_inode(INodeNo::ROOT, -1, 0);
+                let _ = done.send(());
+            });
+        if spawned.is_ok() {
+            let _ = finished.recv_timeout(Duration::from_secs(1));
         }
     }
 

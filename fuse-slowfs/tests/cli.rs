@@ -331,3 +331,35 @@ fn the_literal_head_pipeline_gets_the_commands_status() {
         "{stdout}"
     );
 }
+
+/// `slowfs explore ... | head -1` with head gone: the verdict's exit code,
+/// not a panic (101) at the report's first line; the control, into a read
+/// pipe, prints the report and exits the same.
+#[test]
+fn explore_into_a_closed_pipe_exits_with_the_verdicts_code() {
+    let args = [
+        "explore",
+        "--check",
+        "test ! -e \"$SLOWFS_MOUNT/out\" || grep -q done \"$SLOWFS_MOUNT/out\"",
+        "--",
+        "sh",
+        "-c",
+        "printf done > \"$SLOWFS_MOUNT/out\"",
+    ];
+    let pipe = closed_pipe();
+    let status = slowfs()
+        .args(args)
+        .stdout(Stdio::from(pipe.try_clone().unwrap()))
+        .stderr(Stdio::from(pipe))
+        .status()
+        .unwrap();
+    let out = slowfs().args(args).output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("violation"), "{report}");
+    assert_ne!(out.status.code(), Some(101), "{report}");
+    assert_eq!(
+        status.code(),
+        out.status.code(),
+        "into a closed pipe (101: a panic)"
+    );
+}

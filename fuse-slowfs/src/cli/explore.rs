@@ -27,7 +27,7 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
     }
     let plan = plan(&args)?;
     if checker_reads_crash_point(&plan.config.settings.check) && !args.per_point {
-        eprintln!(
+        note!(
             "slowfs explore: note: the checker reads SLOWFS_CRASH_POINT; without --per-point a \
              state seen at several crash points is checked at the first one only"
         );
@@ -113,28 +113,29 @@ fn plan(args: &ExploreArgs) -> anyhow::Result<ExplorePlan> {
 fn finish(explored: &Explored, args: &ExploreArgs) -> anyhow::Result<ExitCode> {
     let report = &explored.report;
     if let ExploreVerdict::Refused(_) = report.outcome {
-        eprintln!(
+        note!(
             "slowfs explore: {}",
             report.verdict.trim_start_matches("verdict: ")
         );
     }
-    println!("{report}");
+    say!("{report}");
     if let Some(shard) = &report.shard {
-        println!(
+        say!(
             "\nthis was shard {shard}: it checked {} of the run's {} states; \
              `slowfs explore --merge` joins the shards' --json reports into the run's verdict",
-            report.checked_here, report.states
+            report.checked_here,
+            report.states
         );
     }
     if let Some(path) = &args.json {
         std::fs::write(path, report.to_json())
             .with_context(|| format!("writing {}", path.display()))?;
-        println!("\nreport as JSON: {}", path.display());
+        say!("\nreport as JSON: {}", path.display());
     }
     if let Some(path) = &args.html {
         std::fs::write(path, explored.html())
             .with_context(|| format!("writing {}", path.display()))?;
-        println!("report as HTML: {}", path.display());
+        say!("report as HTML: {}", path.display());
     }
     Ok(ExitCode::from(report.exit_code))
 }
@@ -238,18 +239,18 @@ impl ProgressLine {
             p.checked, rate, p.duplicates, p.violations
         );
         if self.tty {
-            eprint!("\r\x1b[K{text}");
+            note_part!("\r\x1b[K{text}");
             let _ = std::io::stderr().flush();
             self.shown = true;
         } else if self.last_plain.is_none_or(|t| t.elapsed().as_secs() >= 10) {
-            eprintln!("{text}");
+            note!("{text}");
             self.last_plain = Some(std::time::Instant::now());
         }
     }
 
     fn finish(&self) {
         if self.shown {
-            eprintln!();
+            note!();
         }
     }
 }
@@ -260,7 +261,7 @@ fn replay_one(saved_path: &Path, args: &ExploreArgs) -> anyhow::Result<ExitCode>
     if let Some(check) = &args.check {
         let check = &anchored_to(check, &std::env::current_dir()?);
         if *check != saved.settings.check {
-            eprintln!(
+            note!(
                 "slowfs explore: checking with `{check}` (the run used `{}`)",
                 saved.settings.check
             );
@@ -287,16 +288,16 @@ fn replay_one(saved_path: &Path, args: &ExploreArgs) -> anyhow::Result<ExitCode>
         .map_err(|e| anyhow::anyhow!("--state {state}: {e}"))?;
     let accepted = verdict == Judgement::Accepted;
     match &verdict {
-        Judgement::Accepted => println!("state {state}: checker accepts it"),
+        Judgement::Accepted => say!("state {state}: checker accepts it"),
         Judgement::Rejected(status, output) => {
-            println!("state {state}: checker rejects it (status {status})");
+            say!("state {state}: checker rejects it (status {status})");
             for line in output.lines().take(20) {
-                println!("  {line}");
+                say!("  {line}");
             }
         }
     }
     if let Some(keep) = &args.keep_state {
-        println!("state kept in {}", keep.display());
+        say!("state kept in {}", keep.display());
     }
     Ok(if accepted {
         ExitCode::SUCCESS

@@ -4,6 +4,15 @@
 //! an image on one), checks its crash states, runs it again with each fsync
 //! failing if asked, and saves what `--replay` needs.
 
+/// A line of progress on stderr; dropped if stderr is gone (a closed pipe
+/// must not end the run in a panic).
+macro_rules! progress {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -165,7 +174,7 @@ pub fn run(plan: &ExplorePlan, mut progress: impl FnMut(&Progress)) -> io::Resul
         config.settings.check = real.setup.checker(&config.settings.check);
     }
     let log = recorded.log;
-    eprintln!(
+    progress!(
         "slowfs explore: {} operations recorded; checking crash states with {} checker(s)",
         log.ops().len(),
         config.jobs
@@ -266,7 +275,7 @@ fn record_on_mount(plan: &ExplorePlan) -> io::Result<RecordedRun> {
             (temp.path().to_path_buf(), Some(temp))
         }
     };
-    eprintln!("slowfs explore: running the workload on a recording mount");
+    progress!("slowfs explore: running the workload on a recording mount");
     let recorded = record(&plan.workload, &backing, None, &plan.workload_pid)?;
     Ok(RecordedRun {
         log: recorded.log,
@@ -286,7 +295,7 @@ fn record_on_real_fs(
     setup.preflight()?;
     let dir = tempfile::Builder::new().prefix("slowfs-fs-").tempdir()?;
     let base = dir.path().join("base.img");
-    eprintln!(
+    progress!(
         "slowfs explore: making the image: {}",
         setup.mkfs_command(Path::new("IMAGE")).join(" ")
     );
@@ -304,7 +313,7 @@ fn record_on_real_fs(
     realfs::sparse_copy(&base, &backing.join("image"))?;
     let initial = image_tree(&backing)?;
     let node = initial.lookup_id("image").expect("image_tree makes it");
-    eprintln!(
+    progress!(
         "slowfs explore: running the workload on {} in a {} image on a recording mount \
          (checker: {})",
         setup.describe(),
@@ -329,7 +338,7 @@ fn record_on_real_fs(
     };
     let device = Device::new(&recorded.log, node)
         .map_err(|e| io::Error::other(format!("the recorded disk: {e}")))?;
-    eprintln!(
+    progress!(
         "slowfs explore: the disk took {} writes ({}) in {} flush epochs",
         device.write_count(),
         slowfs_faults::DisplaySize(device.bytes_written()),
@@ -337,7 +346,7 @@ fn record_on_real_fs(
     );
     let names =
         BlockNames::read(fs, &backing.join("image"), &device.extents()).unwrap_or_else(|e| {
-            eprintln!(
+            progress!(
                 "slowfs explore: the written blocks are not named (lost writes are shown as byte \
                  ranges): {e}"
             );
@@ -439,7 +448,7 @@ fn explore_fsync_failures(
         .fs_model
         .is_some_and(FsModel::evicts_after_failed_fsync);
     let drop = if evicts { "drop=evict" } else { "drop" };
-    eprintln!(
+    progress!(
         "slowfs explore: --fsync-fails: the workload fsynced files {fsyncs} time(s); running it \
          again with each fsync failing in turn (the dropped data {})",
         if evicts {
@@ -456,13 +465,13 @@ fn explore_fsync_failures(
             .time_budget
             .map(|t| t.saturating_sub(start.elapsed()));
         if states_left == 0 || time_left.is_some_and(|t| t.is_zero()) {
-            eprintln!(
+            progress!(
                 "slowfs explore: --fsync-fails: budget spent after {i} of {fsyncs} failing fsyncs"
             );
             break;
         }
         if config.stop.load(Ordering::SeqCst) {
-            eprintln!(
+            progress!(
                 "slowfs explore: --fsync-fails: interrupted after {i} of {fsyncs} failing fsyncs"
             );
             break;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use slowfs_conformance::broken::Defect;
 use slowfs_conformance::expectations::{self, Expectation};
 use slowfs_conformance::fault_traces::{self, FaultTraces};
@@ -46,112 +46,124 @@ fn duration(text: &str) -> Result<Duration, String> {
 #[derive(Subcommand)]
 enum Command {
     /// Run the matrix (default: every built-in engine, every suite, the negative controls).
-    Run {
-        /// An engine to test (repeatable): a built-in name, `cmd:COMMAND` (a
-        /// driver, docs/driver-protocol.md), or `LABEL=ENGINE` to show it as
-        /// LABEL. See `list`.
-        #[arg(long = "engine")]
-        engines: Vec<String>,
-        /// A suite to run (repeatable). See `list`.
-        #[arg(long = "suite")]
-        suites: Vec<String>,
-        /// Property cases per suite (more for nightly runs).
-        #[arg(long, default_value_t = 24)]
-        cases: u32,
-        /// Seed (printed when not given; the same seed replays the same cases).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Run under an extra slowfs profile as well (e.g. nfs).
-        #[arg(long)]
-        profile: Option<String>,
-        /// loop-lag: largest acceptable heartbeat lateness in ms (default: half
-        /// of the injected per-op delay, 50 ms: a loop that waits for one file
-        /// operation is late by all of it; scheduler noise is not).
-        #[arg(long)]
-        lag_bound_ms: Option<f64>,
-        /// Known findings about third-party engines (TOML, format in
-        /// `conformance/expectations.toml`); added to the built-in ones.
-        #[arg(long)]
-        expectations: Option<PathBuf>,
-        /// Skip the negative controls.
-        #[arg(long)]
-        no_controls: bool,
-        /// Longest one cell may run (e.g. 90s, 5m); it is then killed and
-        /// reported `timeout`. The engine's other cells still run (each with a
-        /// driver of its own); --timeout bounds the whole run.
-        #[arg(long, default_value = "2m", value_parser = duration)]
-        cell_timeout: Duration,
-        /// Longest the whole run may take; then it stops, prints what it has
-        /// and fails.
-        #[arg(long, default_value = "30m", value_parser = duration)]
-        timeout: Duration,
-        /// Write the matrix as JSON.
-        #[arg(long)]
-        json: Option<PathBuf>,
-        /// Write the matrix as JUnit XML.
-        #[arg(long)]
-        junit: Option<PathBuf>,
-        /// Write the matrix as one self-contained HTML page (a CI artifact):
-        /// each cell's status, reason and replay command.
-        #[arg(long)]
-        html: Option<PathBuf>,
-        /// Run only shard K of N (1-based, e.g. 2/4): every Nth cell of the
-        /// plan, so N CI jobs share a long run. Needs --seed (the shards must
-        /// agree on it) and --json; `merge` joins the shards' reports.
-        #[arg(long, value_name = "K/N", requires_all = ["seed", "json"])]
-        shard: Option<Shard>,
-        /// Where to keep the fault traces of cells that fail the run (every
-        /// fault their slowfs mounts fired, a file per mount): a directory
-        /// per cell, made only then; its replay command names it.
-        #[arg(long, value_name = "DIR", default_value = "slowfs-conformance-faults")]
-        fault_traces: PathBuf,
-        /// Replay one cell with the faults kept for it (a directory a failed
-        /// run printed), so it fails the same way even where threads reach
-        /// the mount in another order; needs the run's --seed and one
-        /// --engine and --suite.
-        #[arg(long, value_name = "DIR", requires_all = ["seed", "engines", "suites"])]
-        replay_faults: Option<PathBuf>,
-    },
+    Run(RunArgs),
     /// Join the JSON reports of every shard of one run (`run --shard K/N`) into
     /// the report the unsharded run gives; exit status as `run`'s.
-    Merge {
-        /// The shards' JSON reports, one per shard, in any order.
-        #[arg(required = true)]
-        reports: Vec<PathBuf>,
-        /// Write the merged matrix as JSON.
-        #[arg(long)]
-        json: Option<PathBuf>,
-        /// Write the merged matrix as JUnit XML.
-        #[arg(long)]
-        junit: Option<PathBuf>,
-        /// Write the merged matrix as one self-contained HTML page.
-        #[arg(long)]
-        html: Option<PathBuf>,
-    },
+    Merge(MergeArgs),
     /// List engines, suites and how to name a driver.
     List,
     /// Run one cell and write its outcome as JSON (what `run` starts per cell).
     #[command(hide = true)]
-    Cell {
-        #[arg(long)]
-        engine: String,
-        #[arg(long)]
-        suite: String,
-        #[arg(long)]
-        seed: u64,
-        #[arg(long)]
-        cases: u32,
-        #[arg(long)]
-        profile: Option<String>,
-        #[arg(long)]
-        lag_bound_ms: Option<f64>,
-        #[arg(long)]
-        out: PathBuf,
-        #[arg(long, conflicts_with = "replay_faults")]
-        record_faults: Option<PathBuf>,
-        #[arg(long)]
-        replay_faults: Option<PathBuf>,
-    },
+    Cell(CellArgs),
+}
+
+/// `run`: the matrix.
+#[derive(Args)]
+struct RunArgs {
+    /// An engine to test (repeatable): a built-in name, `cmd:COMMAND` (a
+    /// driver, docs/driver-protocol.md), or `LABEL=ENGINE` to show it as
+    /// LABEL. See `list`.
+    #[arg(long = "engine")]
+    engines: Vec<String>,
+    /// A suite to run (repeatable). See `list`.
+    #[arg(long = "suite")]
+    suites: Vec<String>,
+    /// Property cases per suite (more for nightly runs).
+    #[arg(long, default_value_t = 24)]
+    cases: u32,
+    /// Seed (printed when not given; the same seed replays the same cases).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Run under an extra slowfs profile as well (e.g. nfs).
+    #[arg(long)]
+    profile: Option<String>,
+    /// loop-lag: largest acceptable heartbeat lateness in ms (default: half
+    /// of the injected per-op delay, 50 ms: a loop that waits for one file
+    /// operation is late by all of it; scheduler noise is not).
+    #[arg(long)]
+    lag_bound_ms: Option<f64>,
+    /// Known findings about third-party engines (TOML, format in
+    /// `conformance/expectations.toml`); added to the built-in ones.
+    #[arg(long)]
+    expectations: Option<PathBuf>,
+    /// Skip the negative controls.
+    #[arg(long)]
+    no_controls: bool,
+    /// Longest one cell may run (e.g. 90s, 5m); it is then killed and
+    /// reported `timeout`. The engine's other cells still run (each with a
+    /// driver of its own); --timeout bounds the whole run.
+    #[arg(long, default_value = "2m", value_parser = duration)]
+    cell_timeout: Duration,
+    /// Longest the whole run may take; then it stops, prints what it has
+    /// and fails.
+    #[arg(long, default_value = "30m", value_parser = duration)]
+    timeout: Duration,
+    /// Write the matrix as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the matrix as JUnit XML.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Write the matrix as one self-contained HTML page (a CI artifact):
+    /// each cell's status, reason and replay command.
+    #[arg(long)]
+    html: Option<PathBuf>,
+    /// Run only shard K of N (1-based, e.g. 2/4): every Nth cell of the
+    /// plan, so N CI jobs share a long run. Needs --seed (the shards must
+    /// agree on it) and --json; `merge` joins the shards' reports.
+    #[arg(long, value_name = "K/N", requires_all = ["seed", "json"])]
+    shard: Option<Shard>,
+    /// Where to keep the fault traces of cells that fail the run (every
+    /// fault their slowfs mounts fired, a file per mount): a directory
+    /// per cell, made only then; its replay command names it.
+    #[arg(long, value_name = "DIR", default_value = "slowfs-conformance-faults")]
+    fault_traces: PathBuf,
+    /// Replay one cell with the faults kept for it (a directory a failed
+    /// run printed), so it fails the same way even where threads reach
+    /// the mount in another order; needs the run's --seed and one
+    /// --engine and --suite.
+    #[arg(long, value_name = "DIR", requires_all = ["seed", "engines", "suites"])]
+    replay_faults: Option<PathBuf>,
+}
+
+/// `merge`: the shards of one run.
+#[derive(Args)]
+struct MergeArgs {
+    /// The shards' JSON reports, one per shard, in any order.
+    #[arg(required = true)]
+    reports: Vec<PathBuf>,
+    /// Write the merged matrix as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the merged matrix as JUnit XML.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Write the merged matrix as one self-contained HTML page.
+    #[arg(long)]
+    html: Option<PathBuf>,
+}
+
+/// `cell`: one cell, in a child process of `run`.
+#[derive(Args)]
+struct CellArgs {
+    #[arg(long)]
+    engine: String,
+    #[arg(long)]
+    suite: String,
+    #[arg(long)]
+    seed: u64,
+    #[arg(long)]
+    cases: u32,
+    #[arg(long)]
+    profile: Option<String>,
+    #[arg(long)]
+    lag_bound_ms: Option<f64>,
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, conflicts_with = "replay_faults")]
+    record_faults: Option<PathBuf>,
+    #[arg(long)]
+    replay_faults: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -162,230 +174,203 @@ fn main() -> ExitCode {
             list();
             ExitCode::SUCCESS
         }
-        Command::Cell {
-            engine,
-            suite,
-            seed,
-            cases,
-            profile,
-            lag_bound_ms,
-            out,
-            record_faults,
-            replay_faults,
-        } => {
+        Command::Cell(args) => {
             slowfs::signals::unblock_termination();
-            let Some(suite) = Suite::from_name(&suite) else {
-                eprintln!("slowfs-conformance cell: unknown suite '{suite}'");
-                return ExitCode::from(2);
-            };
-            let spec: EngineSpec = engine.parse().expect("infallible");
-            let planned = runner::plan(
-                &[runner::CheckedEngine {
-                    name: spec.source.clone(),
-                    spec,
-                    useless: false,
-                }],
-                &[suite],
-                false,
-            );
-            let traces = match (record_faults, replay_faults) {
-                (Some(dir), _) => Some(FaultTraces::record(&dir)),
-                (None, Some(dir)) => Some(FaultTraces::replay(&dir)),
-                (None, None) => None,
-            };
-            let config = SuiteConfig::default()
-                .cases(cases)
-                .seed(seed)
-                .profile(profile)
-                .lag_bound_ms(lag_bound_ms)
-                .fault_traces(traces);
-            let outcome = runner::run_cell(&planned[0], &config);
-            let json = serde_json::to_vec(&outcome).expect("serializes");
-            match std::fs::write(&out, json) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("slowfs-conformance cell: writing {}: {e}", out.display());
-                    ExitCode::from(2)
-                }
-            }
+            cell(args)
         }
-        Command::Run {
-            engines,
-            suites,
-            cases,
-            seed,
-            profile,
-            lag_bound_ms,
-            expectations: extra,
-            no_controls,
-            cell_timeout,
-            timeout,
-            json,
-            junit,
-            html,
-            shard,
-            fault_traces,
-            replay_faults,
-        } => {
-            let usage = |message: String| {
-                eprintln!("slowfs-conformance: {message}");
-                ExitCode::from(2)
-            };
-            let suites: Vec<Suite> = if suites.is_empty() {
-                Suite::ALL.to_vec()
-            } else {
-                match suites
-                    .iter()
-                    .map(|s| Suite::from_name(s).ok_or(s))
-                    .collect::<Result<_, _>>()
-                {
-                    Ok(s) => s,
-                    Err(bad) => {
-                        return usage(format!(
-                            "unknown suite '{bad}' (known: {}; see `slowfs-conformance list`)",
-                            Suite::ALL
-                                .iter()
-                                .map(|s| s.name())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ))
-                    }
-                }
-            };
-            let controls = !no_controls && engines.is_empty();
-            let engines: Vec<String> = if engines.is_empty() {
-                ENGINE_NAMES.iter().map(|s| s.to_string()).collect()
-            } else {
-                engines
-            };
-            let known = match expectations::parse("built-in expectations", expectations::BUILT_IN) {
-                Ok(k) => k,
-                Err(e) => return usage(e),
-            };
-            let mut theirs = Vec::new();
-            if let Some(path) = &extra {
-                match expectations::load(path) {
-                    Ok(more) => theirs = more,
-                    Err(e) => return usage(e),
-                }
-            }
-            let specs: Vec<EngineSpec> = engines
-                .iter()
-                .map(|e| e.parse().expect("infallible"))
-                .collect();
+        Command::Run(args) => run_matrix(args, &signals).unwrap_or_else(|message| {
+            eprintln!("slowfs-conformance: {message}");
+            ExitCode::from(2)
+        }),
+        Command::Merge(args) => merge(args),
+    }
+}
+
+/// `cell`: runs one cell and writes its outcome as JSON.
+fn cell(args: CellArgs) -> ExitCode {
+    let Some(suite) = Suite::from_name(&args.suite) else {
+        eprintln!("slowfs-conformance cell: unknown suite '{}'", args.suite);
+        return ExitCode::from(2);
+    };
+    let spec: EngineSpec = args.engine.parse().expect("infallible");
+    let planned = runner::plan(
+        &[runner::CheckedEngine {
+            name: spec.source.clone(),
+            spec,
+            useless: false,
+        }],
+        &[suite],
+        false,
+    );
+    let traces = match (args.record_faults, args.replay_faults) {
+        (Some(dir), _) => Some(FaultTraces::record(&dir)),
+        (None, Some(dir)) => Some(FaultTraces::replay(&dir)),
+        (None, None) => None,
+    };
+    let config = SuiteConfig::default()
+        .cases(args.cases)
+        .seed(args.seed)
+        .profile(args.profile)
+        .lag_bound_ms(args.lag_bound_ms)
+        .fault_traces(traces);
+    let outcome = runner::run_cell(&planned[0], &config);
+    let json = serde_json::to_vec(&outcome).expect("serializes");
+    match std::fs::write(&args.out, json) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
             eprintln!(
-                "slowfs-conformance: starting {} engine(s) to read their handshakes",
-                specs.len()
+                "slowfs-conformance cell: writing {}: {e}",
+                args.out.display()
             );
-            let checked = match runner::preflight(&specs) {
-                Ok(c) => c,
-                Err(e) => return usage(e),
-            };
-            for e in &theirs {
-                if !checked.iter().any(|c| c.name == e.engine) {
-                    eprintln!(
-                        "slowfs-conformance: note: {} expects engine '{}', which is not in this run (engines here: {})",
-                        extra.as_ref().expect("loaded").display(),
-                        e.engine,
-                        checked.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
-                    );
-                }
-            }
-            // Theirs first: what a user knows about the versions they run
-            // (a finding fixed upstream) overrides the built-in expectation.
-            let known: Vec<Expectation> = theirs.into_iter().chain(known).collect();
-            for engine in checked.iter().filter(|c| c.useless) {
-                eprintln!(
-                    "slowfs-conformance: engine '{}' ({}) declares none of the capabilities any suite needs: every cell will be unsupported and the run fails",
-                    engine.name, engine.spec
-                );
-            }
-            let seed = seed.unwrap_or_else(|| std::process::id() as u64 ^ rand_seed());
-            let config = SuiteConfig::default()
-                .cases(cases)
-                .seed(seed)
-                .profile(profile)
-                .lag_bound_ms(lag_bound_ms);
-            let mut planned = runner::plan(&checked, &suites, controls);
-            if let Some(shard) = shard {
-                planned = shard.select(planned);
-            }
-            let traces = match &replay_faults {
-                Some(dir) if planned.len() != 1 => {
-                    return usage(format!(
-                        "--replay-faults {} replays one cell, and this run has {}: name one --engine and one --suite",
-                        dir.display(),
-                        planned.len()
-                    ))
-                }
-                Some(dir) if !dir.is_dir() => {
-                    return usage(format!(
-                        "--replay-faults {}: no such directory (give the one a failed cell's replay command names)",
-                        dir.display()
-                    ))
-                }
-                Some(dir) => Traces::Replay(dir.clone()),
-                None => Traces::KeepFailed(fault_traces),
-            };
-            eprintln!(
-                "slowfs-conformance: seed {seed} (pass --seed {seed} to replay); {} cells, at most {} each, {} in all",
-                planned.len(),
-                slowfs_faults::DisplayDuration(cell_timeout),
-                slowfs_faults::DisplayDuration(timeout)
-            );
-            let mut report = run(
-                &planned,
-                &config,
-                &known,
-                (cell_timeout, timeout),
-                &traces,
-                &signals,
-            );
-            report.shard = shard;
-            if let Some(shard) = shard {
-                eprintln!(
-                    "slowfs-conformance: this was shard {shard} ({} of the run's cells); `slowfs-conformance merge` joins the shards' --json reports",
-                    planned.len()
-                );
-            }
-            finish(&report, json, junit, html)
-        }
-        Command::Merge {
-            reports,
-            json,
-            junit,
-            html,
-        } => {
-            let mut loaded = Vec::new();
-            for path in &reports {
-                let read = std::fs::read_to_string(path)
-                    .map_err(|e| e.to_string())
-                    .and_then(|text| {
-                        serde_json::from_str::<Report>(&text).map_err(|e| e.to_string())
-                    });
-                match read {
-                    Ok(report) => loaded.push(report),
-                    Err(e) => {
-                        eprintln!(
-                            "slowfs-conformance merge: {}: {e} (expected a `run --shard K/N --json` report)",
-                            path.display()
-                        );
-                        return ExitCode::from(2);
-                    }
-                }
-            }
-            match shard::merge(loaded) {
-                Ok(report) => finish(&report, json, junit, html),
-                Err(e) => {
-                    eprintln!("slowfs-conformance merge: {e}");
-                    ExitCode::from(2)
-                }
-            }
+            ExitCode::from(2)
         }
     }
 }
 
-/// Prints the matrix, writes the requested files, and gives the exit status.
+/// `run`: the matrix; `Err` is a usage error (exit 2).
+fn run_matrix(args: RunArgs, signals: &nix::sys::signal::SigSet) -> Result<ExitCode, String> {
+    let suites = suites_named(&args.suites)?;
+    let controls = !args.no_controls && args.engines.is_empty();
+    let engines: Vec<String> = if args.engines.is_empty() {
+        ENGINE_NAMES.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.engines
+    };
+    let specs: Vec<EngineSpec> = engines
+        .iter()
+        .map(|e| e.parse().expect("infallible"))
+        .collect();
+    eprintln!(
+        "slowfs-conformance: starting {} engine(s) to read their handshakes",
+        specs.len()
+    );
+    let checked = runner::preflight(&specs)?;
+    let known = expectations_for(args.expectations.as_deref(), &checked)?;
+    for engine in checked.iter().filter(|c| c.useless) {
+        eprintln!(
+            "slowfs-conformance: engine '{}' ({}) declares none of the capabilities any suite needs: every cell will be unsupported and the run fails",
+            engine.name, engine.spec
+        );
+    }
+    let seed = args
+        .seed
+        .unwrap_or_else(|| std::process::id() as u64 ^ rand_seed());
+    let config = SuiteConfig::default()
+        .cases(args.cases)
+        .seed(seed)
+        .profile(args.profile)
+        .lag_bound_ms(args.lag_bound_ms);
+    let mut planned = runner::plan(&checked, &suites, controls);
+    if let Some(shard) = args.shard {
+        planned = shard.select(planned);
+    }
+    let traces = match &args.replay_faults {
+        Some(dir) if planned.len() != 1 => {
+            return Err(format!(
+                "--replay-faults {} replays one cell, and this run has {}: name one --engine and one --suite",
+                dir.display(),
+                planned.len()
+            ))
+        }
+        Some(dir) if !dir.is_dir() => {
+            return Err(format!(
+                "--replay-faults {}: no such directory (give the one a failed cell's replay command names)",
+                dir.display()
+            ))
+        }
+        Some(dir) => Traces::Replay(dir.clone()),
+        None => Traces::KeepFailed(args.fault_traces),
+    };
+    eprintln!(
+        "slowfs-conformance: seed {seed} (pass --seed {seed} to replay); {} cells, at most {} each, {} in all",
+        planned.len(),
+        slowfs_faults::DisplayDuration(args.cell_timeout),
+        slowfs_faults::DisplayDuration(args.timeout)
+    );
+    let limits = (args.cell_timeout, args.timeout);
+    let mut report = run(&planned, &config, &known, limits, &traces, signals);
+    report.shard = args.shard;
+    if let Some(shard) = args.shard {
+        eprintln!(
+            "slowfs-conformance: this was shard {shard} ({} of the run's cells); `slowfs-conformance merge` joins the shards' --json reports",
+            planned.len()
+        );
+    }
+    Ok(finish(&report, args.json, args.junit, args.html))
+}
+
+/// The suites `--suite` names, or every suite.
+fn suites_named(names: &[String]) -> Result<Vec<Suite>, String> {
+    if names.is_empty() {
+        return Ok(Suite::ALL.to_vec());
+    }
+    names
+        .iter()
+        .map(|s| {
+            Suite::from_name(s).ok_or_else(|| {
+                let known: Vec<&str> = Suite::ALL.iter().map(|s| s.name()).collect();
+                format!(
+                    "unknown suite '{s}' (known: {}; see `slowfs-conformance list`)",
+                    known.join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+/// The built-in expectations with the user's (`--expectations FILE`) before
+/// them: what a user knows about the versions they run (a finding fixed
+/// upstream) overrides the built-in expectation. Notes expectations about
+/// engines not in this run.
+fn expectations_for(
+    extra: Option<&std::path::Path>,
+    checked: &[runner::CheckedEngine],
+) -> Result<Vec<Expectation>, String> {
+    let known = expectations::parse("built-in expectations", expectations::BUILT_IN)?;
+    let theirs = match extra {
+        Some(path) => expectations::load(path)?,
+        None => Vec::new(),
+    };
+    for e in &theirs {
+        if !checked.iter().any(|c| c.name == e.engine) {
+            eprintln!(
+                "slowfs-conformance: note: {} expects engine '{}', which is not in this run (engines here: {})",
+                extra.expect("loaded").display(),
+                e.engine,
+                checked.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    Ok(theirs.into_iter().chain(known).collect())
+}
+
+/// `merge`: the shards' reports joined into one.
+fn merge(args: MergeArgs) -> ExitCode {
+    let mut loaded = Vec::new();
+    for path in &args.reports {
+        let read = std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| serde_json::from_str::<Report>(&text).map_err(|e| e.to_string()));
+        match read {
+            Ok(report) => loaded.push(report),
+            Err(e) => {
+                eprintln!(
+                    "slowfs-conformance merge: {}: {e} (expected a `run --shard K/N --json` report)",
+                    path.display()
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
+    match shard::merge(loaded) {
+        Ok(report) => finish(&report, args.json, args.junit, args.html),
+        Err(e) => {
+            eprintln!("slowfs-conformance merge: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn finish(
     report: &Report,
     json: Option<PathBuf>,

@@ -112,54 +112,7 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
         for task in 0..TASKS {
             let engine = Arc::clone(&engine);
             let path = mount.path(&format!("lag-{task}"));
-            tasks.spawn(async move {
-                let mut model = initial(seed, task);
-                let fail = |what: String| format!("task {task}: {what}");
-                let file = engine
-                    .open(&path, &OpenOptions::read_write_create())
-                    .await
-                    .map_err(|e| fail(format!("open: {e}")))?;
-                let mut work = Work::default();
-                let mut round = 0u64;
-                let mut cursor = 0usize;
-                while (round < MIN_ROUNDS || start.elapsed() < RUN_FOR)
-                    && start.elapsed() < HARD_LIMIT
-                {
-                    let offset = ((round * 4096) % (60 << 10)) as usize;
-                    let (at, n, buf) = if positioned {
-                        let (r, buf) = file.read_at(vec![0; 4096], offset as u64).await;
-                        (offset, r.map_err(|e| fail(format!("read_at: {e}")))?, buf)
-                    } else {
-                        // Engines without positioned I/O (aiofiles): cursor reads.
-                        let (r, buf) = file.read(vec![0; 4096]).await;
-                        let n = r.map_err(|e| fail(format!("read: {e}")))?;
-                        cursor += n;
-                        (cursor - n, n, buf)
-                    };
-                    let expected = &model[at.min(FILE)..(at + 4096).min(FILE)];
-                    if n > buf.len() || buf[..n] != expected[..n.min(expected.len())] {
-                        return Err(fail(format!(
-                            "a {n}-byte read at {at} returned bytes that are not the file's: the engine does not do the I/O it reports"
-                        )));
-                    }
-                    work.reads += 1;
-                    if positioned {
-                        let data = vec![(round as u8) ^ (task as u8); 4096];
-                        let (w, _) = file.write_at(data.clone(), offset as u64).await;
-                        let n = w.map_err(|e| fail(format!("write_at: {e}")))?;
-                        model[offset..offset + n.min(4096)].copy_from_slice(&data[..n.min(4096)]);
-                        work.writes += 1;
-                    }
-                    if round % 2 == 1 {
-                        file.fsync().await.map_err(|e| fail(format!("fsync: {e}")))?;
-                        work.fsyncs += 1;
-                    }
-                    round += 1;
-                }
-                file.close().await.map_err(|e| fail(format!("close: {e}")))?;
-                work.least_rounds = round;
-                Ok::<(Work, usize, Vec<u8>), String>((work, task, model))
-            });
+            tasks.spawn(task_workload(engine, path, seed, task, start, positioned));
         }
         let mut work = Work {
             least_rounds: u64::MAX,
@@ -177,7 +130,11 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
         // One more tick, so a heartbeat starved until now records how late it is.
         tokio::time::sleep(Duration::from_millis(5)).await;
         let local = probe.stop();
-        Ok((engine.own_loop_lag(false).await.unwrap_or(local), work, models))
+        Ok((
+            engine.own_loop_lag(false).await.unwrap_or(local),
+            work,
+            models,
+        ))
     });
     let control = control.stop();
     let waits = mount.waits_of(loop_thread);
@@ -207,6 +164,81 @@ pub fn run<E: Engine>(engine: Arc<E>, config: &SuiteConfig) -> Outcome {
             );
         }
     }
+    judge(config, loop_thread, &lag, &control, &waits, work)
+}
+
+/// One task's rounds: read (checked against the file's model), write, and
+/// every other round fsync, until the run's time is up; what it did and the
+/// bytes its file must hold.
+async fn task_workload<E: Engine>(
+    engine: Arc<E>,
+    path: std::path::PathBuf,
+    seed: u64,
+    task: usize,
+    start: Instant,
+    positioned: bool,
+) -> Result<(Work, usize, Vec<u8>), String> {
+    let mut model = initial(seed, task);
+    let fail = |what: String| format!("task {task}: {what}");
+    let file = engine
+        .open(&path, &OpenOptions::read_write_create())
+        .await
+        .map_err(|e| fail(format!("open: {e}")))?;
+    let mut work = Work::default();
+    let mut round = 0u64;
+    let mut cursor = 0usize;
+    while (round < MIN_ROUNDS || start.elapsed() < RUN_FOR) && start.elapsed() < HARD_LIMIT {
+        let offset = ((round * 4096) % (60 << 10)) as usize;
+        let (at, n, buf) = if positioned {
+            let (r, buf) = file.read_at(vec![0; 4096], offset as u64).await;
+            (offset, r.map_err(|e| fail(format!("read_at: {e}")))?, buf)
+        } else {
+            // Engines without positioned I/O (aiofiles): cursor reads.
+            let (r, buf) = file.read(vec![0; 4096]).await;
+            let n = r.map_err(|e| fail(format!("read: {e}")))?;
+            cursor += n;
+            (cursor - n, n, buf)
+        };
+        let expected = &model[at.min(FILE)..(at + 4096).min(FILE)];
+        if n > buf.len() || buf[..n] != expected[..n.min(expected.len())] {
+            return Err(fail(format!(
+                    "a {n}-byte read at {at} returned bytes that are not the file's: the engine does not do the I/O it reports"
+                )));
+        }
+        work.reads += 1;
+        if positioned {
+            let data = vec![(round as u8) ^ (task as u8); 4096];
+            let (w, _) = file.write_at(data.clone(), offset as u64).await;
+            let n = w.map_err(|e| fail(format!("write_at: {e}")))?;
+            model[offset..offset + n.min(4096)].copy_from_slice(&data[..n.min(4096)]);
+            work.writes += 1;
+        }
+        if round % 2 == 1 {
+            file.fsync()
+                .await
+                .map_err(|e| fail(format!("fsync: {e}")))?;
+            work.fsyncs += 1;
+        }
+        round += 1;
+    }
+    file.close()
+        .await
+        .map_err(|e| fail(format!("close: {e}")))?;
+    work.least_rounds = round;
+    Ok((work, task, model))
+}
+
+/// The verdict: the loop thread must not have waited for slowfs itself, nor
+/// stalled more than a control heartbeat in the same window (the machine's
+/// own noise), and the tasks must have done enough I/O to tell.
+fn judge(
+    config: &SuiteConfig,
+    loop_thread: u32,
+    lag: &slowfs_harness::lag::LagReport,
+    control: &slowfs_harness::lag::LagReport,
+    waits: &[slowfs::stats::Waited],
+    work: Work,
+) -> Outcome {
     let bound = config.lag_bound();
     let delay = config.op_delay_ms as f64;
     let did = format!(

@@ -5,11 +5,9 @@
 # (dirI/**/*.db), and an unanchored glob (**/*.xI). Prints the time per set
 # over each tenth of the run: flat is linear, growing is quadratic.
 #   bench/ctl_set.sh [N]        (default 10000)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
 n=${1:-10000}
-bin=${SLOWFS_BIN:-target/release/slowfs}
-[[ -x $bin ]] || cargo build --release --quiet --bin slowfs
+bin=$slowfs
 work=$(mktemp -d)
 trap 'for m in "$work"/m*; do [[ -d $m ]] && umount "$m" 2>/dev/null; done; rm -rf "$work"' EXIT
 for form in none prefix unanchored; do

@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): how fast `slowfs explore` checks crash states, and how
 # much memory a recording mount takes for a 100 MiB workload.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-cargo build --release --quiet -p slowfs
-slowfs=target/release/slowfs
+source "$(dirname "$0")/lib.sh"
 ex=fuse-slowfs/examples/export
 work=$(mktemp -d /var/tmp/slowfs-explore-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -4,8 +4,7 @@
 # points, states checked, duplicates skipped, states/s, violations, how many of
 # their groups can happen on xfs, on ext4 data=ordered and on btrfs (the
 # rest only under strict POSIX), seconds. ONLY=REGEX runs the matching rows.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
 # What the rows run; a missing one would give empty rows, so say so first.
 missing=()
 command -v hg >/dev/null || missing+=("hg (apt-get install mercurial)")
@@ -16,8 +15,6 @@ if ((${#missing[@]})); then
   printf 'bench/explore_apps.sh: missing: %s\n' "${missing[@]}" >&2
   exit 2
 fi
-cargo build --release --quiet -p slowfs
-slowfs=$PWD/target/release/slowfs
 apps=$PWD/fuse-slowfs/examples/apps
 export_ex=$PWD/fuse-slowfs/examples/export
 venv=$PWD/.venv/bin/python3

@@ -13,14 +13,11 @@
 #   PASSTHROUGH_LL=path/to/passthrough_ll adds libfuse's C example (default options,
 #          and -o writeback) to the table, e.g. built from `apt-get source fuse3`.
 # Needs fio (apt-get install fio).
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
 set_name=${1:-table}
 out=${2:-target/fio-$set_name.json}
 rounds=${ROUNDS:-3}
 export RUNTIME=${RUNTIME:-4}
-cargo build --release --quiet -p slowfs
-slowfs=target/release/slowfs
 
 # name|how: "native", "slowfs ARGS...", or "pll ARGS..." (libfuse passthrough_ll)
 case $set_name in

@@ -7,12 +7,7 @@
 # 500-file tree, a local git clone, git status, and SQLite (100 committed
 # inserts). Prints a Markdown table.
 # ONLY=REGEX runs the matching workloads. (Root is no longer needed for the read-ahead window: 128 KiB, the kernel default, as the Linux NFS client since 5.4.)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-if [[ -z ${SLOWFS:-} ]]; then
-  cargo build --release --quiet -p slowfs
-fi
-slowfs=${SLOWFS:-$PWD/target/release/slowfs}
+source "$(dirname "$0")/lib.sh"
 work=$(mktemp -d /var/tmp/slowfs-nfs-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 

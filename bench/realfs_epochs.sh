@@ -8,12 +8,7 @@
 # distinct states checked in all, states/s and peak RSS. BUDGET (default 3m);
 # ONLY=REGEX runs the matching workloads; SLOWFS=PATH runs that binary.
 # Needs root, loop devices, xfsprogs, btrfs-progs.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-if [[ -z ${SLOWFS:-} ]]; then
-  cargo build --release --quiet -p slowfs
-fi
-slowfs=${SLOWFS:-$PWD/target/release/slowfs}
+source "$(dirname "$0")/lib.sh"
 apps=$PWD/fuse-slowfs/examples/apps
 export_ex=$PWD/fuse-slowfs/examples/export
 budget=${BUDGET:-3m}

@@ -15,12 +15,7 @@
 # runs the matching rows; SLOWFS=PATH runs that binary instead of building one
 # (a copy, so a rebuild during the run cannot change it). Needs root, loop
 # devices, xfsprogs, btrfs-progs.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-if [[ -z ${SLOWFS:-} ]]; then
-  cargo build --release --quiet -p slowfs
-fi
-slowfs=${SLOWFS:-$PWD/target/release/slowfs}
+source "$(dirname "$0")/lib.sh"
 apps=$PWD/fuse-slowfs/examples/apps
 export_ex=$PWD/fuse-slowfs/examples/export
 realfs=$PWD/fuse-slowfs/tests/data/realfs

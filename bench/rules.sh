@@ -3,11 +3,9 @@
 # (--passthrough never, so every read reaches the daemon) with N rules on other
 # paths, for N = 0, 100, 1000, 10000. Prints µs per 4 KiB pread and the ratio to
 # N = 0, and the daemon's RSS.   bench/rules.sh [READS]
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
 reads=${1:-20000}
-bin=target/release/slowfs
-[[ -x $bin ]] || cargo build --release --quiet --bin slowfs
+bin=$slowfs
 work=$(mktemp -d)
 trap 'for m in "$work"/m*; do umount "$m" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 base=""

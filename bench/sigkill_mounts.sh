@@ -5,12 +5,10 @@
 # group (`kill -9 -PGID`, as a CI timeout does). BUSY busy-loop processes run
 # meanwhile (the machine under load).
 #   bench/sigkill_mounts.sh [RUNS=200] [BUSY=2]
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
 runs=${1:-200}
 busy=${2:-2}
-bin=$PWD/target/release/slowfs
-[[ -x $bin ]] || cargo build --release --quiet --bin slowfs
+bin=$slowfs
 work=$(mktemp -d)
 loops=()
 cleanup() {

@@ -4,10 +4,7 @@
 # high-yield states planned, distinct states checked, whether every state was
 # checked, seconds until every high-yield state was, violations, groups.
 #   bench/sound_defaults.sh            (SLOWFS=path/to/slowfs to choose the binary)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-SLOWFS=${SLOWFS:-target/release/slowfs}
-[[ -x $SLOWFS ]] || { echo "build first: cargo build --release -p slowfs (or set SLOWFS)" >&2; exit 2; }
+source "$(dirname "$0")/lib.sh"
 APPS=fuse-slowfs/examples/apps
 VENV=.venv/bin/python3
 BUDGET=${BUDGET:-20000}
@@ -22,7 +19,7 @@ run() { # name mode extra-args... -- check -- workload...
   workload=("$@")
   local json=$scratch/$name-$mode.json flag=()
   [[ $mode == whole ]] && flag=(--whole-writes)
-  (cd "$scratch" && "$OLDPWD/$SLOWFS" explore --max-states "$BUDGET" --json "$json" "${flag[@]}" "${args[@]}" \
+  (cd "$scratch" && "$slowfs" explore --max-states "$BUDGET" --json "$json" "${flag[@]}" "${args[@]}" \
       --check "$check" -- "${workload[@]}" >/dev/null 2>&1) || true
   python3 - "$json" "$name" "$mode" <<'EOF'
 import json, sys

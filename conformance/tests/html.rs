@@ -6,23 +6,15 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use slowfs::browser::Chromium;
+
 fn repo() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
-fn chromium() -> &'static str {
-    let found = ["chromium", "chromium-browser"].into_iter().find(|name| {
-        Command::new(name)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    found.expect("chromium is missing (apt-get install chromium; scripts/test.sh does)")
-}
-
 #[test]
 fn the_html_report_shows_what_the_json_says_in_a_browser() {
-    let browser = chromium();
+    let browser = Chromium::find().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let doc = std::fs::read_to_string(repo().join("docs/driver-protocol.md")).unwrap();
     let driver = doc
@@ -57,24 +49,12 @@ fn the_html_report_shows_what_the_json_says_in_a_browser() {
     let cells = report["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 7);
 
-    let dom = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--dump-dom",
-        ])
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .unwrap();
-    let shown = String::from_utf8_lossy(&dom.stdout);
-    let logged = String::from_utf8_lossy(&dom.stderr);
-    assert!(dom.status.success(), "{logged}");
+    let page = browser.render(&html, 1200).unwrap();
+    let shown = &page.dom;
     assert!(
-        !logged.lines().any(|l| l.contains("CONSOLE")),
-        "console messages: {logged}"
+        page.console_messages().is_empty(),
+        "console messages: {}",
+        page.log
     );
     assert!(shown.contains("seed <code>7</code>"), "{shown}");
     for cell in cells {
@@ -101,22 +81,7 @@ fn the_html_report_shows_what_the_json_says_in_a_browser() {
 
     // A screenshot, for people (docs/results/ keeps one made this way).
     let shot = dir.path().join("r.png");
-    let out = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--window-size=1200,900",
-        ])
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    browser.screenshot(&html, (1200, 900), &shot).unwrap();
     assert!(
         std::fs::metadata(&shot).unwrap().len() > 10_000,
         "an empty screenshot"
@@ -211,26 +176,8 @@ fn laid_out(page: &str, width: u32) -> String {
         "<script>document.body.dataset.width = document.documentElement.scrollWidth;</script></body>",
     );
     std::fs::write(&file, measured).unwrap();
-    let dom = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            &format!("--window-size={width},900"),
-            // A profile of its own: Chromiums of tests running at once
-            // otherwise share one.
-            &format!("--user-data-dir={}", dir.path().join("profile").display()),
-            "--dump-dom",
-        ])
-        .arg(format!("file://{}", file.display()))
-        .output()
-        .unwrap();
-    assert!(
-        dom.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dom.stderr)
-    );
-    String::from_utf8_lossy(&dom.stdout).into_owned()
+    let page = Chromium::find().unwrap().render(&file, width).unwrap();
+    page.dom
 }
 
 #[test]
@@ -243,26 +190,10 @@ fn known_findings_new_failures_and_controls_read_apart_in_a_browser() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("findings.html");
         std::fs::write(&file, &page).unwrap();
-        let out = Command::new(chromium())
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--window-size=1400,1100",
-            ])
-            .arg(format!(
-                "--user-data-dir={}",
-                dir.path().join("profile").display()
-            ))
-            .arg(format!("--screenshot={keep}"))
-            .arg(format!("file://{}", file.display()))
-            .output()
+        Chromium::find()
+            .unwrap()
+            .screenshot(&file, (1400, 1100), std::path::Path::new(&keep))
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
     }
     // The known finding is marked as the terminal marks it, apart from the
     // new failure, and a legend says what each look means.

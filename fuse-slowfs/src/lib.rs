@@ -19,6 +19,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod browser;
 pub mod client_cache;
 pub mod control;
 pub mod explore;

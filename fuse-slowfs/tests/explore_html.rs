@@ -7,19 +7,11 @@
 
 use std::process::Command;
 
-fn chromium() -> &'static str {
-    let found = ["chromium", "chromium-browser"].into_iter().find(|name| {
-        Command::new(name)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    found.expect("chromium is missing (apt-get install chromium; scripts/test.sh does)")
-}
+use slowfs::browser::Chromium;
 
 #[test]
 fn the_explore_html_report_shows_what_the_json_says_in_a_browser() {
-    let browser = chromium();
+    let browser = Chromium::find().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let backing = dir.path().join("saved");
     std::fs::create_dir(&backing).unwrap();
@@ -56,24 +48,12 @@ fn the_explore_html_report_shows_what_the_json_says_in_a_browser() {
     let groups = report["groups"].as_array().unwrap();
     assert!(!groups.is_empty());
 
-    let dom = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--dump-dom",
-        ])
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .unwrap();
-    let shown = String::from_utf8_lossy(&dom.stdout);
-    let logged = String::from_utf8_lossy(&dom.stderr);
-    assert!(dom.status.success(), "{logged}");
+    let page = browser.render(&html, 1200).unwrap();
+    let shown = &page.dom;
     assert!(
-        !logged.lines().any(|l| l.contains("CONSOLE")),
-        "console messages: {logged}"
+        page.console_messages().is_empty(),
+        "console messages: {}",
+        page.log
     );
     assert!(
         shown.contains(report["verdict"].as_str().unwrap()),
@@ -147,22 +127,7 @@ fn the_explore_html_report_shows_what_the_json_says_in_a_browser() {
     }
 
     let shot = dir.path().join("r.png");
-    let out = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--window-size=1200,900",
-        ])
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    browser.screenshot(&html, (1200, 900), &shot).unwrap();
     assert!(
         std::fs::metadata(&shot).unwrap().len() > 10_000,
         "an empty screenshot"

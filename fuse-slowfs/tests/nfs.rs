@@ -246,6 +246,71 @@ fn with_lock_two_clients_share_fcntl_locks_and_with_nolock_they_do_not() {
     assert_eq!(a.stats().count("lock") + b.stats().count("lock"), 0);
 }
 
+/// flock(2) of `file` with `operation` (LOCK_EX, LOCK_SH, LOCK_UN, with or
+/// without LOCK_NB): the errno on failure.
+fn flock(file: &std::fs::File, operation: i32) -> Result<(), i32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid fd.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), operation) };
+    if rc < 0 {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+    } else {
+        Ok(())
+    }
+}
+
+/// What client B meets when client A holds an exclusive flock(2) on a file
+/// (both under `policy`): B's non-blocking flock, B's fcntl write lock, and
+/// B's non-blocking flock again once A closed its file (retried up to 5 s:
+/// the kernel sends the release that drops A's flock after close returns).
+fn flock_across_clients(policy: &str) -> [Result<(), i32>; 3] {
+    let a = client(policy, None, &[]);
+    std::fs::write(a.path("f"), "x").unwrap();
+    let b = client(policy, Some(&a.backing_path("")), &[]);
+    let held = open_rw(a.path("f"));
+    flock(&held, libc::LOCK_EX | libc::LOCK_NB).expect("A's flock");
+    let other = open_rw(b.path("f"));
+    let flocked = flock(&other, libc::LOCK_EX | libc::LOCK_NB);
+    let _ = flock(&other, libc::LOCK_UN);
+    let fcntl = whole_file_lock(&open_rw(b.path("f")), libc::F_SETLK, libc::F_WRLCK).map(|_| ());
+    drop(held);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let after_close = loop {
+        match flock(&other, libc::LOCK_EX | libc::LOCK_NB) {
+            Err(libc::EWOULDBLOCK) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            other => break other,
+        }
+    };
+    println!("{policy}: B's flock {flocked:?}, fcntl {fcntl:?}, after A's close {after_close:?}");
+    [flocked, fcntl, after_close]
+}
+
+#[test]
+fn flock_conflicts_across_clients_unless_local_lock_keeps_it_local() {
+    // Linux sends a flock(2) to the server as a whole-file byte-range lock
+    // (nfs_flock, fs/nfs/file.c), so another client's flock and fcntl lock
+    // both conflict with it, and A's close lets B have it.
+    assert_eq!(
+        flock_across_clients("nfs"),
+        [Err(libc::EWOULDBLOCK), Err(libc::EAGAIN), Ok(())]
+    );
+    // local_lock=posix keeps fcntl locks local; flock still goes to the server.
+    assert_eq!(
+        flock_across_clients("nfs:local_lock=posix"),
+        [Err(libc::EWOULDBLOCK), Ok(()), Ok(())]
+    );
+    // Negative controls: local_lock=flock and nolock keep flock(2) in the
+    // client, so B takes the flock A holds.
+    assert_eq!(
+        flock_across_clients("nfs:local_lock=flock"),
+        [Ok(()), Ok(()), Ok(())],
+        "local_lock=flock: A's flock is A's own and not sent"
+    );
+    assert_eq!(flock_across_clients("nfs:nolock"), [Ok(()), Ok(()), Ok(())]);
+}
+
 /// A child reading `path` (held by a `read hang` rule on `m`), signalled with
 /// `signal` once its read is held: whether it is still waiting 5 s later. Its SIGUSR1
 /// handler exits (Python retries a read that EINTR ended, PEP 475: a handler

@@ -69,7 +69,7 @@ pub(super) fn releasedir(
     fh: FileHandle,
     reply: ReplyEmpty,
 ) {
-    fs.close_handle(req, Op::Releasedir, ino, fh, reply);
+    fs.close_handle(req, Op::Releasedir, ino, fh, None, reply);
 }
 
 pub(super) fn fsyncdir(

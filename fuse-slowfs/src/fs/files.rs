@@ -273,8 +273,22 @@ pub(super) fn flush(
     );
 }
 
-pub(super) fn release(fs: &SlowFs, req: &Request, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
-    fs.close_handle(req, Op::Release, ino, fh, reply);
+/// The last close of an open file description. With `flock_owner` (FUSE's
+/// FUSE_RELEASE_FLOCK_UNLOCK: the description took flock(2) locks through the
+/// daemon) its flock goes, after its gathered writes are sent (`do_unlk`,
+/// fs/nfs/file.c, writes back before it unlocks), also when a rule fails the
+/// release.
+pub(super) fn release(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    fh: FileHandle,
+    flock_owner: Option<LockOwner>,
+    reply: ReplyEmpty,
+) {
+    let unlock =
+        flock_owner.map(|owner| super::locks::UnlockOnDrop::new(&fs.inner, ino.0, owner.0));
+    fs.close_handle(req, Op::Release, ino, fh, unlock, reply);
 }
 
 pub(super) fn fsync(
@@ -510,10 +524,12 @@ impl SlowFs {
         op: Op,
         ino: INodeNo,
         fh: FileHandle,
+        unlock: Option<super::locks::UnlockOnDrop>,
         reply: ReplyEmpty,
     ) {
         self.inner
             .serve_on(req, op, ino, reply, move |inner, done, _, _| {
+                drop(unlock);
                 inner.handles.remove(fh);
                 inner.released(fh.0);
                 if op == Op::Release {

@@ -1569,3 +1569,118 @@ fn a_lock_wait_ends_with_eintr_when_a_signal_handler_runs() {
     // leaves it waiting; it gets the lock once A lets go.
     assert_eq!(lock_wait_signalled(libc::SIGWINCH), None);
 }
+
+/// What client B's stat of `f` says 2.5 s after client A removed it (or,
+/// with `remove` false, renamed it away), where B's attribute time is 1 s
+/// and its names last the directory's 30 s: the errno, or the link count.
+fn stat_after_other_client(remove: bool) -> Result<u64, i32> {
+    use std::os::unix::fs::MetadataExt;
+    let policy = "nfs:acregmin=1,acregmax=1";
+    let a = client(policy, None, &[]);
+    std::fs::write(a.path("f"), "x").unwrap();
+    let b = client(policy, Some(&a.backing_path("")), &[]);
+    assert_eq!(std::fs::metadata(b.path("f")).unwrap().nlink(), 1);
+    if remove {
+        std::fs::remove_file(a.path("f")).unwrap();
+    } else {
+        std::fs::rename(a.path("f"), a.path("g")).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    let seen = std::fs::metadata(b.path("f"))
+        .map(|m| m.nlink())
+        .map_err(errno_of);
+    println!("removed {remove}: B's stat of f after 2.5 s: {seen:?}");
+    seen
+}
+
+#[test]
+fn a_file_another_client_removed_is_gone_once_its_attribute_time_is_out() {
+    // The server answers the removed file's handle NFS3ERR_STALE and the
+    // client looks the name up again: ENOENT (before: nlink 0 for as long
+    // as B cached the name, 30 s).
+    assert_eq!(stat_after_other_client(true), Err(libc::ENOENT));
+    // Negative control: a file renamed away still answers under the name
+    // B cached, as on NFS until the directory's attribute time is out.
+    assert_eq!(stat_after_other_client(false), Ok(1));
+}
+
+/// Client B caches `d/g` as missing; client A creates it; B's stat of it
+/// (after listing `d` when `list`): Ok or the errno. A stat, not an open:
+/// proposed kernels revalidate a negative entry at every open.
+fn stat_after_other_client_created(list: bool) -> Result<(), i32> {
+    let a = client("nfs", None, &[]);
+    std::fs::create_dir(a.path("d")).unwrap();
+    let b = client("nfs", Some(&a.backing_path("")), &[]);
+    assert_eq!(
+        std::fs::metadata(b.path("d/g")).map_err(errno_of).err(),
+        Some(libc::ENOENT)
+    );
+    std::fs::write(a.path("d/g"), "new").unwrap();
+    if list {
+        let names: Vec<_> = std::fs::read_dir(b.path("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["g"], "B's listing after A's create");
+    }
+    let opened = std::fs::File::open(b.path("d/g"))
+        .map(drop)
+        .map_err(errno_of);
+    println!("listed {list}: B's open of d/g: {opened:?}");
+    opened
+}
+
+#[test]
+fn a_negative_entry_goes_when_a_directory_revalidation_shows_the_name() {
+    // B's open of d revalidates it (close-to-open, also for directories),
+    // finds it changed, and the missing name is asked again
+    // (nfs_neg_need_reval -> nfs_check_verifier). Before: B listed g and
+    // its stat said ENOENT for 30 s.
+    assert_eq!(stat_after_other_client_created(true), Ok(()));
+    // Negative control: without a revalidation of d, the negative entry
+    // lasts d's attribute time (30 s), as on NFS with lookupcache=all.
+    assert_eq!(stat_after_other_client_created(false), Err(libc::ENOENT));
+}
+
+/// READDIRs client B sends to list `d` (50 files) twice, then once more
+/// after client A added a file, and whether that last listing shows it.
+fn readdirs_for_listings(policy: &str) -> (u64, u64, bool) {
+    let a = client(policy, None, &[]);
+    std::fs::create_dir(a.path("d")).unwrap();
+    for i in 0..50 {
+        std::fs::write(a.path(&format!("d/f{i}")), "x").unwrap();
+    }
+    let b = client(policy, Some(&a.backing_path("")), &[]);
+    let list = || -> Vec<String> {
+        std::fs::read_dir(b.path("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(list().len(), 50);
+    let before = b.stats().count("readdir");
+    assert_eq!(list().len(), 50);
+    let again = b.stats().count("readdir") - before;
+    std::fs::write(a.path("d/new"), "x").unwrap();
+    let before = b.stats().count("readdir");
+    let shows_new = list().iter().any(|n| n == "new");
+    let changed = b.stats().count("readdir") - before;
+    println!("{policy}: READDIRs for an unchanged listing {again}, after A's create {changed}");
+    (again, changed, shows_new)
+}
+
+#[test]
+fn an_unchanged_directory_is_listed_from_the_cache_and_a_changed_one_is_read_again() {
+    // The listing is cached while the directory is unchanged (nfs_readdir's
+    // page cache), and an open of a changed directory reads it again
+    // (close-to-open for directories: nfs_lookup_verify_inode).
+    let (again, changed, shows_new) = readdirs_for_listings("nfs");
+    assert_eq!(again, 0, "an unchanged directory's listing is cached");
+    assert!(
+        changed >= 1 && shows_new,
+        "A's new file shows at B's next open"
+    );
+    // Negative control: every-call reads it every time.
+    let (again, _, shows_new) = readdirs_for_listings("every-call");
+    assert!(again >= 1 && shows_new);
+}

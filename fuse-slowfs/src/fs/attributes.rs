@@ -23,7 +23,8 @@ pub(super) fn getattr(
             let result = match fh.map(|fh| inner.handles.get(fh)) {
                 Some(Ok(handle)) => sys::stat_fd(handle.raw()),
                 _ => inner.inodes.get(ino).and_then(|i| sys::stat_fd(i.raw())),
-            };
+            }
+            .and_then(|st| inner.check_still_named(st));
             done.respond(inner, result, |r, st| {
                 let a = attr(ino.0, &st);
                 r.attr(&inner.attr_ttl(ino.0, &a), &a);
@@ -218,5 +219,21 @@ impl Inner {
             sys::set_times(target, &times)?;
         }
         sys::stat_fd(inode.raw())
+    }
+}
+
+impl Inner {
+    /// Under `--cache nfs`, ESTALE for a GETATTR of a file with no name left:
+    /// another client removed it (this one's own unlinks of open files are
+    /// silly renames), and the server answers NFS3ERR_STALE for its handle.
+    /// The kernel then looks the name up again (vfs_statx retries an ESTALE
+    /// with LOOKUP_REVAL), so a stat says ENOENT once the file's attribute
+    /// time is out, as on Linux (`__nfs_revalidate_inode` marks the inode
+    /// stale, fs/nfs/inode.c); an fstat of a file still open says ESTALE.
+    fn check_still_named(&self, st: libc::stat) -> SysResult<libc::stat> {
+        if self.nfs_client().is_some() && st.st_nlink == 0 {
+            return Err(Errno::ESTALE);
+        }
+        Ok(st)
     }
 }

@@ -106,6 +106,7 @@ impl Filesystem for SlowFs {
                 if let Some((_, view)) = &self.inner.nfs {
                     view.forget(ino.0);
                 }
+                self.inner.negative_names.forget(ino.0);
                 self.inner.write_behind.forget(ino.0);
             }
         });

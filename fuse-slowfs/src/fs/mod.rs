@@ -14,6 +14,7 @@ mod handles;
 mod inodes;
 mod lies;
 mod locks;
+mod names;
 mod open_files;
 mod passthrough;
 mod recorder;
@@ -49,6 +50,8 @@ pub struct Inner {
     open_files: open_files::OpenFiles,
     /// Gathered writes, under `--cache nfs`.
     write_behind: write_behind::WriteBehind,
+    /// Names the kernel caches as missing, under `--cache nfs`.
+    negative_names: names::NegativeNames,
     /// The live fault rules.
     pub plan: Arc<FaultPlan>,
     /// Counters.
@@ -253,6 +256,7 @@ impl SlowFs {
                 locks: Default::default(),
                 open_files: Default::default(),
                 write_behind: Default::default(),
+                negative_names: Default::default(),
                 plan,
                 stats: Stats::default(),
                 scheduler: new_scheduler(mode)?,
@@ -336,6 +340,9 @@ impl Inner {
 
     /// Gives the mount a way to invalidate the kernel's caches.
     pub fn set_notifier(&self, notifier: fuser::Notifier) {
+        if self.nfs.is_some() {
+            self.negative_names.start(notifier.clone());
+        }
         let _ = self.notifier.set(notifier);
     }
 
@@ -428,7 +435,13 @@ impl Inner {
                 ctime: nanos(attr.ctime),
                 size: attr.size,
             };
-            return view.attributes(nfs, ino, attr.kind == FileType::Directory, version);
+            let dir = attr.kind == FileType::Directory;
+            if dir {
+                // A revalidation of the directory: names cached as missing
+                // at another version of it go (see names.rs).
+                self.negative_names.revalidated(ino, version, None);
+            }
+            return view.attributes(nfs, ino, dir, version);
         }
         if self.passthrough_writers.writing(ino) {
             Duration::ZERO

@@ -85,6 +85,24 @@ pub struct NfsCache {
     /// Writes are sent before write(2) returns (`sync`, and `noac`), not
     /// gathered until close, fsync or a lock (`async`, the default).
     pub sync: bool,
+    /// The VM's write-back limits, where set (else the host's sysctls).
+    pub dirty: DirtyOptions,
+}
+
+/// The VM's write-back sysctls that drive the client's WRITEs besides close
+/// and fsync (`/proc/sys/vm/dirty_*`, as options named after them; see
+/// `fs::write_back`). `None`: the host's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DirtyOptions {
+    /// `dirty_bytes=`: gathered bytes above which a writer waits.
+    pub bytes: Option<u64>,
+    /// `dirty_background_bytes=`: gathered bytes above which the flusher
+    /// writes back.
+    pub background_bytes: Option<u64>,
+    /// `dirty_expire_centisecs=`: age after which gathered data is written.
+    pub expire_centisecs: Option<u64>,
+    /// `dirty_writeback_centisecs=`: how often the flusher looks.
+    pub writeback_centisecs: Option<u64>,
 }
 
 /// Which of the two lock mechanisms stay in the client instead of going to
@@ -170,6 +188,7 @@ impl Default for NfsCache {
             retrans: 2,
             local_lock: LocalLock::None,
             sync: false,
+            dirty: DirtyOptions::default(),
         }
     }
 }
@@ -179,7 +198,9 @@ const NFS_OPTIONS: &str = "ac, noac, actimeo=N, acregmin=N, acregmax=N, acdirmin
                            acdirmax=N (seconds), lookupcache=all|positive|none, \
                            rsize=BYTES, wsize=BYTES, cto, nocto, hard, soft, softerr, \
                            timeo=DECISECONDS, retrans=N, lock, nolock, \
-                           local_lock=none|flock|posix|all, sync, async";
+                           local_lock=none|flock|posix|all, sync, async, \
+                           dirty_bytes=BYTES, dirty_background_bytes=BYTES, \
+                           dirty_expire_centisecs=N, dirty_writeback_centisecs=N";
 
 impl NfsCache {
     /// Applies one nfs(5) option.
@@ -274,6 +295,31 @@ impl NfsCache {
                         .filter(|r| *r <= 100)
                         .ok_or_else(|| format!("{option}: expected a count from 0 to 100"))?
                 }
+                "dirty_bytes" | "dirty_background_bytes" => {
+                    let n = slowfs_faults::parse_size(value)
+                        .ok()
+                        .filter(|n| *n >= 4096)
+                        .ok_or_else(|| format!("{option}: expected a size of 4KiB or more"))?;
+                    if key == "dirty_bytes" {
+                        self.dirty.bytes = Some(n);
+                    } else {
+                        self.dirty.background_bytes = Some(n);
+                    }
+                }
+                "dirty_expire_centisecs" | "dirty_writeback_centisecs" => {
+                    let n = value
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|n| (1..=360_000).contains(n))
+                        .ok_or_else(|| {
+                            format!("{option}: expected hundredths of a second from 1 to 360000")
+                        })?;
+                    if key == "dirty_expire_centisecs" {
+                        self.dirty.expire_centisecs = Some(n);
+                    } else {
+                        self.dirty.writeback_centisecs = Some(n);
+                    }
+                }
                 "rsize" => self.rsize = size(value)?,
                 "wsize" => self.wsize = size(value)?,
                 _ => return Err(unknown(option)),
@@ -363,7 +409,8 @@ impl fmt::Display for CachePolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CachePolicy::EveryCall => write!(f, "every-call"),
-            CachePolicy::Nfs(n) => write!(
+            CachePolicy::Nfs(n) => {
+                write!(
                 f,
                 "nfs:acregmin={},acregmax={},acdirmin={},acdirmax={},lookupcache={},rsize={},wsize={},{},{},timeo={},retrans={},local_lock={},{}",
                 n.acregmin.as_secs(),
@@ -387,7 +434,19 @@ impl fmt::Display for CachePolicy {
                 n.retrans,
                 n.local_lock.name(),
                 if n.sync { "sync" } else { "async" },
-            ),
+            )?;
+                for (name, value) in [
+                    ("dirty_bytes", n.dirty.bytes),
+                    ("dirty_background_bytes", n.dirty.background_bytes),
+                    ("dirty_expire_centisecs", n.dirty.expire_centisecs),
+                    ("dirty_writeback_centisecs", n.dirty.writeback_centisecs),
+                ] {
+                    if let Some(value) = value {
+                        write!(f, ",{name}={value}")?;
+                    }
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -630,6 +689,7 @@ mod tests {
             "nfs:soft",
             "nfs:local_lock=flock",
             "nfs:local_lock=posix",
+            "nfs:dirty_bytes=16MiB,dirty_expire_centisecs=200",
         ] {
             let policy: CachePolicy = text.parse().unwrap();
             assert_eq!(policy.to_string().parse::<CachePolicy>(), Ok(policy));

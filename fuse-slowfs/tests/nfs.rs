@@ -1684,3 +1684,43 @@ fn an_unchanged_directory_is_listed_from_the_cache_and_a_changed_one_is_read_aga
     let (again, _, shows_new) = readdirs_for_listings("every-call");
     assert!(again >= 1 && shows_new);
 }
+
+/// Client A writes 100 bytes at 10 into a file of 8 KiB of 'o' and fsyncs it,
+/// the fsync held 1 s by a rule (its WRITE in flight all that time, as a
+/// `--profile nfs` round trip holds it briefly); a reader on A itself (or on
+/// client B) preads page 0 meanwhile and again after the fsync returned:
+/// whether each saw the new bytes.
+fn reads_beside_a_held_fsync(same_client: bool) -> (bool, bool) {
+    let a = client("nfs", None, &["fsync delay=1s"]);
+    std::fs::write(a.backing_path("f"), vec![b'o'; 8192]).unwrap();
+    let b = (!same_client).then(|| client("nfs", Some(&a.backing_path("")), &[]));
+    let reader_path = b.as_ref().map_or_else(|| a.path("f"), |b| b.path("f"));
+    let _forks = no_forks();
+    let writer = open_rw(a.path("f"));
+    let reader = std::fs::File::open(reader_path).unwrap();
+    let has_new = |file: &std::fs::File| {
+        let mut page = vec![0u8; 4096];
+        file.read_at(&mut page, 0).unwrap();
+        page[10..110].iter().all(|b| *b == b'N')
+    };
+    writer.write_all_at(&[b'N'; 100], 10).unwrap();
+    let fsync = std::thread::spawn(move || writer.sync_all().map(|()| writer));
+    std::thread::sleep(Duration::from_millis(300));
+    let during = has_new(&reader);
+    let _writer = fsync.join().unwrap().unwrap();
+    let after = has_new(&reader);
+    println!("same client {same_client}: new bytes during the fsync {during}, after {after}");
+    (during, after)
+}
+
+#[test]
+fn processes_on_one_client_share_its_page_cache_while_a_write_is_in_flight() {
+    // On Linux a write(2) is in the client's page cache at once, for every
+    // local reader, while its WRITE is in flight. Before: the reader got the
+    // old bytes from the server during the fsync, and its page cache kept
+    // them after the fsync returned (issue 41 item 1).
+    assert_eq!(reads_beside_a_held_fsync(true), (true, true));
+    // Negative control: another client does not see data that has not
+    // reached the server.
+    assert!(!reads_beside_a_held_fsync(false).0);
+}

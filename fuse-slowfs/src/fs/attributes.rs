@@ -24,7 +24,8 @@ pub(super) fn getattr(
                 Some(Ok(handle)) => sys::stat_fd(handle.raw()),
                 _ => inner.inodes.get(ino).and_then(|i| sys::stat_fd(i.raw())),
             }
-            .and_then(|st| inner.check_still_named(st));
+            .and_then(|st| inner.check_still_named(st))
+            .map(|st| inner.own_size(ino.0, st));
             done.respond(inner, result, |r, st| {
                 let a = attr(ino.0, &st);
                 r.attr(&inner.attr_ttl(ino.0, &a), &a);
@@ -235,5 +236,17 @@ impl Inner {
             return Err(Errno::ESTALE);
         }
         Ok(st)
+    }
+
+    /// Under `--cache nfs`, the size of `ino` as this client knows it: at
+    /// least as far as the data it wrote and has not written back yet (the
+    /// NFS client trusts its own size while it has dirty pages; a GETATTR
+    /// that another request's WRITE has not reached yet must not shrink it).
+    fn own_size(&self, ino: u64, mut st: libc::stat) -> libc::stat {
+        if self.nfs_client().is_some() && st.st_mode & libc::S_IFMT == libc::S_IFREG {
+            let extent = self.write_behind.extent(ino) as i64;
+            st.st_size = st.st_size.max(extent);
+        }
+        st
     }
 }

@@ -94,9 +94,15 @@ pub(super) fn read(
             let result = inner.handles.get(fh).and_then(|h| {
                 inner.check_not_stale(h.raw())?;
                 let len = h.shortened(size as usize, effects.short_to);
-                lies::read(&effects, inner, ino.0, offset, || {
+                let mut read = lies::read(&effects, inner, ino.0, offset, || {
                     sys::pread(h.raw(), len, offset)
-                })
+                })?;
+                // What this client wrote and has not written back is in its
+                // page cache for every local reader (see write_behind.rs).
+                if inner.nfs_client().is_some() {
+                    inner.write_behind.overlay(ino.0, offset, len, &mut read);
+                }
+                Ok(read)
             });
             done.respond_moved(
                 inner,
@@ -200,10 +206,24 @@ fn gather(
         }
     }
     let len = data.len() as u32;
-    let Some(previous) = inner
+    let previous = inner
         .write_behind
-        .gather(ino.0, &handle, offset, data, wsize)
-    else {
+        .gather(ino.0, &handle, offset, data, wsize);
+    // The VM's limits (see write_back.rs): past the background threshold the
+    // flusher starts; past the hard limit this writer waits for its own
+    // file's data to go (balance_dirty_pages).
+    let previous = match inner.dirty_limits {
+        Some(limits) if inner.write_behind.gathered_bytes() > limits.limit => {
+            inner.flusher.kick();
+            previous.or_else(|| inner.write_behind.take(ino.0))
+        }
+        Some(limits) if inner.write_behind.gathered_bytes() > limits.background => {
+            inner.flusher.kick();
+            previous
+        }
+        _ => previous,
+    };
+    let Some(previous) = previous else {
         inner.stats.gathered(len.into());
         return reply.written(len);
     };

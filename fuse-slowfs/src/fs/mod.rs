@@ -19,6 +19,7 @@ mod open_files;
 mod passthrough;
 mod recorder;
 mod sys;
+mod write_back;
 mod write_behind;
 mod xattrs;
 
@@ -52,6 +53,10 @@ pub struct Inner {
     write_behind: write_behind::WriteBehind,
     /// Names the kernel caches as missing, under `--cache nfs`.
     negative_names: names::NegativeNames,
+    /// The VM's write-back limits on gathered data (under `--cache nfs`
+    /// with write-behind), and the flusher's wake-up.
+    dirty_limits: Option<write_back::DirtyLimits>,
+    flusher: Arc<write_back::Flusher>,
     /// The live fault rules.
     pub plan: Arc<FaultPlan>,
     /// Counters.
@@ -249,44 +254,54 @@ impl SlowFs {
                 "name"
             }
         );
-        Ok(SlowFs {
-            inner: Arc::new(Inner {
-                inodes,
-                handles: Handles::default(),
-                locks: Default::default(),
-                open_files: Default::default(),
-                write_behind: Default::default(),
-                negative_names: Default::default(),
-                plan,
-                stats: Stats::default(),
-                scheduler: new_scheduler(mode)?,
-                tuning,
-                writeback_allowed: !mode.durability.records(),
-                writeback: Default::default(),
-                recorder: mode.durability.records().then(recorder::Recorder::default),
-                // Under `--cache nfs` every request is an RPC the rules see.
-                passthrough_wanted: mode.passthrough
-                    && !mode.durability.records()
-                    && mode.cache == crate::CachePolicy::EveryCall,
-                passthrough: Default::default(),
-                dont_mask: Default::default(),
-                notifier: Default::default(),
-                passthrough_writers: Default::default(),
-                no_atime,
-                strict_atime,
-                nfs: match mode.cache {
-                    crate::CachePolicy::Nfs(nfs) if !mode.durability.records() => {
-                        Some((nfs, Default::default()))
-                    }
-                    _ => None,
-                },
-                crash: if mode.durability.crashes() {
-                    Some(crash::CrashState::new(backing)?)
-                } else {
-                    None
-                },
-            }),
-        })
+        let inner = Arc::new(Inner {
+            inodes,
+            handles: Handles::default(),
+            locks: Default::default(),
+            open_files: Default::default(),
+            write_behind: Default::default(),
+            negative_names: Default::default(),
+            dirty_limits: match mode.cache {
+                crate::CachePolicy::Nfs(nfs)
+                    if !nfs.sync && !mode.durability.records() && !mode.durability.crashes() =>
+                {
+                    Some(write_back::DirtyLimits::of(&nfs))
+                }
+                _ => None,
+            },
+            flusher: Default::default(),
+            plan,
+            stats: Stats::default(),
+            scheduler: new_scheduler(mode)?,
+            tuning,
+            writeback_allowed: !mode.durability.records(),
+            writeback: Default::default(),
+            recorder: mode.durability.records().then(recorder::Recorder::default),
+            // Under `--cache nfs` every request is an RPC the rules see.
+            passthrough_wanted: mode.passthrough
+                && !mode.durability.records()
+                && mode.cache == crate::CachePolicy::EveryCall,
+            passthrough: Default::default(),
+            dont_mask: Default::default(),
+            notifier: Default::default(),
+            passthrough_writers: Default::default(),
+            no_atime,
+            strict_atime,
+            nfs: match mode.cache {
+                crate::CachePolicy::Nfs(nfs) if !mode.durability.records() => {
+                    Some((nfs, Default::default()))
+                }
+                _ => None,
+            },
+            crash: if mode.durability.crashes() {
+                Some(crash::CrashState::new(backing)?)
+            } else {
+                None
+            },
+        });
+        // The VM's flusher, under --cache nfs with write-behind.
+        write_back::start(&inner);
+        Ok(SlowFs { inner })
     }
 
     /// The shared state, for the control socket and the mount handle.

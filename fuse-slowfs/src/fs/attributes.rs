@@ -52,6 +52,10 @@ pub(super) fn setattr(
         reply,
         move |inner, done, _, _| {
             let truncated = change.size;
+            if truncated.is_some() {
+                // A WRITE still in flight must not land after the truncate.
+                inner.write_behind.wait_landed(ino.0);
+            }
             let mut result = inner.set_attributes(ino, fh, change);
             if let (Ok(_), Some(_)) = (&result, truncated) {
                 // A truncate by a caller without CAP_FSETID drops set-ID bits.

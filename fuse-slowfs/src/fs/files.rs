@@ -274,6 +274,9 @@ pub(super) fn flush(
         &[],
         reply,
         move |inner, done, _, _| {
+            if writer {
+                inner.write_behind.wait_landed(ino.0);
+            }
             let reported = if writer {
                 inner.write_behind.since(ino.0, since)
             } else {
@@ -571,6 +574,7 @@ impl SlowFs {
     ) {
         self.inner
             .serve_on(req, op, ino, reply, move |inner, done, effects, _| {
+                inner.write_behind.wait_landed(ino.0);
                 let result = inner.handles.get(fh).and_then(|h| {
                     inner.check_not_stale(h.raw())?;
                     inner.write_behind.check_and_advance(ino.0, &h.wb_seen)?;

@@ -93,7 +93,9 @@ pub struct Inner {
     /// `-o strictatime`: every read must reach the backing file, so no page
     /// cache is kept across opens (a read from it would not move the atime).
     strict_atime: bool,
-    /// `--cache nfs`: the NFS client's caching, and what it has seen of each file.
+    /// `--cache nfs` (without a log or crash model): the NFS client's
+    /// settings, and what it has seen of each file. Every NFS behaviour asks
+    /// this (or [`Inner::nfs_client`]), set once at mount.
     nfs: Option<(
         crate::client_cache::NfsCache,
         crate::client_cache::ClientView,
@@ -254,6 +256,13 @@ impl SlowFs {
                 "name"
             }
         );
+        // Whether this mount is an NFS client, decided once: `--cache nfs`
+        // unless a log records the tree (it must see each write and name as
+        // the caller made it; the crash model records too).
+        let nfs_client = match mode.cache {
+            crate::CachePolicy::Nfs(nfs) if !mode.durability.records() => Some(nfs),
+            _ => None,
+        };
         let inner = Arc::new(Inner {
             inodes,
             handles: Handles::default(),
@@ -261,14 +270,9 @@ impl SlowFs {
             open_files: Default::default(),
             write_behind: Default::default(),
             negative_names: Default::default(),
-            dirty_limits: match mode.cache {
-                crate::CachePolicy::Nfs(nfs)
-                    if !nfs.sync && !mode.durability.records() && !mode.durability.crashes() =>
-                {
-                    Some(write_back::DirtyLimits::of(&nfs))
-                }
-                _ => None,
-            },
+            dirty_limits: nfs_client
+                .filter(|nfs| !nfs.sync)
+                .map(|nfs| write_back::DirtyLimits::of(&nfs)),
             flusher: Default::default(),
             plan,
             stats: Stats::default(),
@@ -287,12 +291,7 @@ impl SlowFs {
             passthrough_writers: Default::default(),
             no_atime,
             strict_atime,
-            nfs: match mode.cache {
-                crate::CachePolicy::Nfs(nfs) if !mode.durability.records() => {
-                    Some((nfs, Default::default()))
-                }
-                _ => None,
-            },
+            nfs: nfs_client.map(|nfs| (nfs, Default::default())),
             crash: if mode.durability.crashes() {
                 Some(crash::CrashState::new(backing)?)
             } else {

@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use fuser::Errno;
@@ -55,7 +55,8 @@ pub(super) struct Pending {
 /// request carries the data (parked by a delay, `--profile nfs` gives every
 /// request one) read the old bytes from the backing file, and the kernel kept
 /// them in its page cache after the WRITE had landed.
-type InFlight = Arc<Mutex<HashMap<u64, Vec<(u64, u64, Arc<Vec<u8>>)>>>>;
+/// The condition variable is notified as each range lands.
+type InFlight = Arc<(Mutex<HashMap<u64, Vec<(u64, u64, Arc<Vec<u8>>)>>>, Condvar)>;
 
 /// Removes one range from [`InFlight`] when the data it stands for is written
 /// or dropped.
@@ -68,13 +69,15 @@ struct FlightGuard {
 
 impl Drop for FlightGuard {
     fn drop(&mut self) {
-        let mut table = self.table.lock().unwrap();
+        let (table, landed) = &*self.table;
+        let mut table = table.lock().unwrap();
         if let Some(ranges) = table.get_mut(&self.ino) {
             ranges.retain(|(id, _, _)| *id != self.id);
             if ranges.is_empty() {
                 table.remove(&self.ino);
             }
         }
+        landed.notify_all();
     }
 }
 
@@ -99,11 +102,26 @@ pub(super) struct WriteBehind {
 }
 
 impl WriteBehind {
-    /// Whether a close of `ino` has anything to send: gathered data, or
-    /// WRITEs to commit (`nfs_wb_all` sends nothing otherwise).
+    /// Whether a close of `ino` has anything to send or wait for: gathered
+    /// data, data in flight, or WRITEs to commit (`nfs_wb_all` sends nothing
+    /// otherwise).
     pub(super) fn dirty(&self, ino: u64) -> bool {
         (self.count.load(Ordering::SeqCst) > 0 && self.pending.lock().unwrap().contains_key(&ino))
+            || self.in_flight.0.lock().unwrap().contains_key(&ino)
             || self.uncommitted.lock().unwrap().contains(&ino)
+    }
+
+    /// Waits until no data of `ino` is in flight (another request's or the
+    /// flusher's WRITE, parked by a delay or a hang): an fsync, a close or a
+    /// truncate must come after it, as `nfs_wb_all` and `nfs_setattr` wait
+    /// for write-back (`filemap_write_and_wait`). Holds no lock while it
+    /// waits but the table's, which the condition variable releases.
+    pub(super) fn wait_landed(&self, ino: u64) {
+        let (table, landed) = &*self.in_flight;
+        let mut table = table.lock().unwrap();
+        while table.contains_key(&ino) {
+            table = landed.wait(table).unwrap();
+        }
     }
 
     /// `ino`'s WRITEs are committed (an fsync or a close sent them).
@@ -157,6 +175,7 @@ impl WriteBehind {
             .fetch_sub(p.data.len() as u64, Ordering::SeqCst);
         let id = self.next_flight.fetch_add(1, Ordering::SeqCst);
         self.in_flight
+            .0
             .lock()
             .unwrap()
             .entry(p.ino)
@@ -255,7 +274,7 @@ impl WriteBehind {
         // The gathered table's lock first (as `take` holds it while it moves
         // data in flight), so that nothing moves between the two looks.
         let pending = self.pending.lock().unwrap();
-        if let Some(flying) = self.in_flight.lock().unwrap().get(&ino) {
+        if let Some(flying) = self.in_flight.0.lock().unwrap().get(&ino) {
             let mut flying: Vec<_> = flying.iter().collect();
             flying.sort_by_key(|(id, _, _)| *id);
             for (_, at, data) in flying {
@@ -274,7 +293,7 @@ impl WriteBehind {
         let gathered = pending
             .get(&ino)
             .map_or(0, |p| p.offset + p.data.len() as u64);
-        let flying = self.in_flight.lock().unwrap().get(&ino).map_or(0, |r| {
+        let flying = self.in_flight.0.lock().unwrap().get(&ino).map_or(0, |r| {
             r.iter()
                 .map(|(_, at, d)| at + d.len() as u64)
                 .max()
@@ -365,13 +384,12 @@ impl Inner {
             .map(|nfs| nfs.wsize as usize)
     }
 
-    /// The NFS client's settings where this mount behaves as one in what it
-    /// does to names and data (silly renames, gathered writes): under
-    /// `--cache nfs`, unless a log or crash model records the tree, which
-    /// must see each name and write as the caller made it.
+    /// The NFS client's settings where this mount is one (silly renames,
+    /// gathered writes, caching): under `--cache nfs`, unless a log or crash
+    /// model records the tree, which must see each name and write as the
+    /// caller made it. Decided once, at mount (`Inner::nfs`).
     pub(super) fn nfs_client(&self) -> Option<&crate::client_cache::NfsCache> {
-        let (nfs, _) = self.nfs.as_ref()?;
-        (self.recorder.is_none() && self.crash.is_none()).then_some(nfs)
+        self.nfs.as_ref().map(|(nfs, _)| nfs)
     }
 
     /// What `carry` sends, taken now, with the rules' decision for each

@@ -128,3 +128,45 @@ fn data_left_open_reaches_the_backing_after_the_expiry() {
     );
     drop(f);
 }
+
+/// A file written and left for the flusher, whose WRITE a `write delay=2s`
+/// rule holds; then an fsync of it (or, with `other`, of another file):
+/// the bytes on the backing file when the fsync returned, and its time.
+fn fsync_beside_the_flushers_write(other: bool) -> (u64, Duration) {
+    let daemon = Daemon::start(Options {
+        args: &[
+            "--cache",
+            "nfs:dirty_expire_centisecs=50,dirty_writeback_centisecs=10",
+            "--set",
+            "write delay=2s",
+        ],
+        ..Default::default()
+    });
+    let mut f = std::fs::File::create(daemon.mountpoint.join("f")).unwrap();
+    let g = std::fs::File::create(daemon.mountpoint.join("g")).unwrap();
+    f.write_all(&vec![b'x'; 1_000_000]).unwrap();
+    // The flusher takes it after 0.5 s; its WRITE lands 2 s later.
+    std::thread::sleep(Duration::from_millis(1500));
+    let started = Instant::now();
+    if other { g.sync_all() } else { f.sync_all() }.unwrap();
+    let took = started.elapsed();
+    let on_backing = std::fs::metadata(daemon.backing.join("f")).unwrap().len();
+    println!(
+        "fsync of {}: {took:?}, f has {on_backing} bytes",
+        if other { "g" } else { "f" }
+    );
+    (on_backing, took)
+}
+
+#[test]
+fn an_fsync_waits_for_the_flushers_write_of_its_file_only() {
+    let _alone = one_at_a_time();
+    // fsync returns once the data is on the server, also when the flusher
+    // took it (nfs_file_fsync waits for write-back). Before: it returned at
+    // once with nothing sent, the WRITE still held.
+    let (on_backing, _) = fsync_beside_the_flushers_write(false);
+    assert_eq!(on_backing, 1_000_000);
+    // Negative control: an fsync of another file does not wait for it.
+    let (_, took) = fsync_beside_the_flushers_write(true);
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+}

@@ -24,8 +24,9 @@
 //!   for it, or fails with EIO (ETIMEDOUT under `softerr`) at the major
 //!   timeout; either way only SIGKILL ends the wait early (nfs(5): `intr` is
 //!   ignored since 2.6.25);
-//! - `lock` (the default) or `nolock`: fcntl locks are the server's, shared
-//!   with every client, or each client's own.
+//! - `lock` (the default) or `nolock`, and `local_lock=none|flock|posix|all`:
+//!   fcntl and flock(2) locks are the server's, shared with every client, or
+//!   each client's own (see [`LocalLock`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -79,11 +80,71 @@ pub struct NfsCache {
     pub timeo: Duration,
     /// Retransmissions before a major timeout (`retrans=`).
     pub retrans: u32,
-    /// fcntl locks reach the server (`lock`) or stay in this client (`nolock`).
-    pub lock: bool,
+    /// Which lock mechanisms stay in this client (`local_lock=`, `nolock`).
+    pub local_lock: LocalLock,
     /// Writes are sent before write(2) returns (`sync`, and `noac`), not
     /// gathered until close, fsync or a lock (`async`, the default).
     pub sync: bool,
+    /// The VM's write-back limits, where set (else the host's sysctls).
+    pub dirty: DirtyOptions,
+}
+
+/// The VM's write-back sysctls that drive the client's WRITEs besides close
+/// and fsync (`/proc/sys/vm/dirty_*`, as options named after them; see
+/// `fs::write_back`). `None`: the host's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DirtyOptions {
+    /// `dirty_bytes=`: gathered bytes above which a writer waits.
+    pub bytes: Option<u64>,
+    /// `dirty_background_bytes=`: gathered bytes above which the flusher
+    /// writes back.
+    pub background_bytes: Option<u64>,
+    /// `dirty_expire_centisecs=`: age after which gathered data is written.
+    pub expire_centisecs: Option<u64>,
+    /// `dirty_writeback_centisecs=`: how often the flusher looks.
+    pub writeback_centisecs: Option<u64>,
+}
+
+/// Which of the two lock mechanisms stay in the client instead of going to
+/// the server's lock manager (nfs(5) `local_lock=`). Linux keeps them apart as
+/// `NFS_MOUNT_LOCAL_FLOCK` and `NFS_MOUNT_LOCAL_FCNTL` (fs/nfs/fs_context.c):
+/// `nfs_lock` and `nfs_flock` (fs/nfs/file.c) pass `is_local` to `do_setlk`,
+/// which takes the lock locally or sends it; flock(2) goes to the server as a
+/// whole-file byte-range lock ("We're simulating flock() locks using posix
+/// locks on the server"), so it conflicts with other clients' flocks and
+/// fcntl locks. `nolock` makes both local, `lock` neither, and either
+/// overrides `local_lock=` wherever it stands (`nfs_try_mount_request`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalLock {
+    /// Both go to the server (the default).
+    None,
+    /// flock(2) stays local; fcntl locks go to the server.
+    Flock,
+    /// fcntl locks stay local; flock(2) goes to the server.
+    Posix,
+    /// Both stay local (what `nolock` sets).
+    All,
+}
+
+impl LocalLock {
+    /// Whether flock(2) locks stay in this client.
+    pub fn flock(self) -> bool {
+        matches!(self, LocalLock::Flock | LocalLock::All)
+    }
+
+    /// Whether fcntl (POSIX) locks stay in this client.
+    pub fn posix(self) -> bool {
+        matches!(self, LocalLock::Posix | LocalLock::All)
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            LocalLock::None => "none",
+            LocalLock::Flock => "flock",
+            LocalLock::Posix => "posix",
+            LocalLock::All => "all",
+        }
+    }
 }
 
 /// What the client does when the server stops answering (nfs(5) `hard`,
@@ -125,8 +186,9 @@ impl Default for NfsCache {
             // nfs(5): over TCP, 600 tenths of a second and 2 retransmissions.
             timeo: Duration::from_secs(60),
             retrans: 2,
-            lock: true,
+            local_lock: LocalLock::None,
             sync: false,
+            dirty: DirtyOptions::default(),
         }
     }
 }
@@ -135,7 +197,10 @@ impl Default for NfsCache {
 const NFS_OPTIONS: &str = "ac, noac, actimeo=N, acregmin=N, acregmax=N, acdirmin=N, \
                            acdirmax=N (seconds), lookupcache=all|positive|none, \
                            rsize=BYTES, wsize=BYTES, cto, nocto, hard, soft, softerr, \
-                           timeo=DECISECONDS, retrans=N, lock, nolock, sync, async";
+                           timeo=DECISECONDS, retrans=N, lock, nolock, \
+                           local_lock=none|flock|posix|all, sync, async, \
+                           dirty_bytes=BYTES, dirty_background_bytes=BYTES, \
+                           dirty_expire_centisecs=N, dirty_writeback_centisecs=N";
 
 impl NfsCache {
     /// Applies one nfs(5) option.
@@ -175,8 +240,8 @@ impl NfsCache {
                 "hard" => self.recovery = Recovery::Hard,
                 "soft" => self.recovery = Recovery::Soft(libc::EIO),
                 "softerr" => self.recovery = Recovery::Soft(libc::ETIMEDOUT),
-                "lock" => self.lock = true,
-                "nolock" => self.lock = false,
+                "lock" => self.local_lock = LocalLock::None,
+                "nolock" => self.local_lock = LocalLock::All,
                 // nfs(5): deprecated and ignored since 2.6.25 (only SIGKILL
                 // interrupts a request); accepted as the client accepts it.
                 "intr" | "nointr" => {}
@@ -200,6 +265,19 @@ impl NfsCache {
                         }
                     }
                 }
+                "local_lock" => {
+                    self.local_lock = match value {
+                        "none" => LocalLock::None,
+                        "flock" => LocalLock::Flock,
+                        "posix" => LocalLock::Posix,
+                        "all" => LocalLock::All,
+                        _ => {
+                            return Err(format!(
+                                "{option}: expected local_lock=none, flock, posix or all"
+                            ))
+                        }
+                    }
+                }
                 "timeo" => {
                     self.timeo = value
                         .parse::<u64>()
@@ -216,6 +294,31 @@ impl NfsCache {
                         .ok()
                         .filter(|r| *r <= 100)
                         .ok_or_else(|| format!("{option}: expected a count from 0 to 100"))?
+                }
+                "dirty_bytes" | "dirty_background_bytes" => {
+                    let n = slowfs_faults::parse_size(value)
+                        .ok()
+                        .filter(|n| *n >= 4096)
+                        .ok_or_else(|| format!("{option}: expected a size of 4KiB or more"))?;
+                    if key == "dirty_bytes" {
+                        self.dirty.bytes = Some(n);
+                    } else {
+                        self.dirty.background_bytes = Some(n);
+                    }
+                }
+                "dirty_expire_centisecs" | "dirty_writeback_centisecs" => {
+                    let n = value
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|n| (1..=360_000).contains(n))
+                        .ok_or_else(|| {
+                            format!("{option}: expected hundredths of a second from 1 to 360000")
+                        })?;
+                    if key == "dirty_expire_centisecs" {
+                        self.dirty.expire_centisecs = Some(n);
+                    } else {
+                        self.dirty.writeback_centisecs = Some(n);
+                    }
                 }
                 "rsize" => self.rsize = size(value)?,
                 "wsize" => self.wsize = size(value)?,
@@ -278,8 +381,18 @@ impl FromStr for CachePolicy {
             ("every-call", None) => Ok(CachePolicy::EveryCall),
             ("nfs", options) => {
                 let mut nfs = NfsCache::default();
+                let mut lock_status = None;
                 for option in options.unwrap_or("").split(',').filter(|o| !o.is_empty()) {
-                    nfs.apply(option.trim())?;
+                    let option = option.trim();
+                    nfs.apply(option)?;
+                    if matches!(option, "lock" | "nolock") {
+                        lock_status = Some(nfs.local_lock);
+                    }
+                }
+                // `lock` and `nolock` override `local_lock=` wherever they
+                // stand (nfs_try_mount_request, fs/nfs/super.c).
+                if let Some(local_lock) = lock_status {
+                    nfs.local_lock = local_lock;
                 }
                 Ok(CachePolicy::Nfs(nfs))
             }
@@ -296,9 +409,10 @@ impl fmt::Display for CachePolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CachePolicy::EveryCall => write!(f, "every-call"),
-            CachePolicy::Nfs(n) => write!(
+            CachePolicy::Nfs(n) => {
+                write!(
                 f,
-                "nfs:acregmin={},acregmax={},acdirmin={},acdirmax={},lookupcache={},rsize={},wsize={},{},{},timeo={},retrans={},{},{}",
+                "nfs:acregmin={},acregmax={},acdirmin={},acdirmax={},lookupcache={},rsize={},wsize={},{},{},timeo={},retrans={},local_lock={},{}",
                 n.acregmin.as_secs(),
                 n.acregmax.as_secs(),
                 n.acdirmin.as_secs(),
@@ -318,9 +432,21 @@ impl fmt::Display for CachePolicy {
                 },
                 n.timeo.as_millis() / 100,
                 n.retrans,
-                if n.lock { "lock" } else { "nolock" },
+                n.local_lock.name(),
                 if n.sync { "sync" } else { "async" },
-            ),
+            )?;
+                for (name, value) in [
+                    ("dirty_bytes", n.dirty.bytes),
+                    ("dirty_background_bytes", n.dirty.background_bytes),
+                    ("dirty_expire_centisecs", n.dirty.expire_centisecs),
+                    ("dirty_writeback_centisecs", n.dirty.writeback_centisecs),
+                ] {
+                    if let Some(value) = value {
+                        write!(f, ",{name}={value}")?;
+                    }
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -476,7 +602,7 @@ mod tests {
         assert_eq!(nfs("nfs:wsize=8MiB").wsize, 1 << 20);
         let n = nfs("nfs:soft,timeo=10,retrans=3,nolock");
         assert_eq!(n.recovery, Recovery::Soft(libc::EIO));
-        assert!(!n.lock);
+        assert_eq!(n.local_lock, LocalLock::All);
         // 1 s x (1 + 3): xprt_calc_majortimeo with linear backoff.
         assert_eq!(n.gives_up_after(), Some(Duration::from_secs(4)));
         // The defaults: 60 s x (1 + 2); hard never gives up.
@@ -498,6 +624,18 @@ mod tests {
             "every-call".parse::<CachePolicy>(),
             Ok(CachePolicy::EveryCall)
         );
+    }
+
+    #[test]
+    fn local_lock_keeps_flock_posix_both_or_neither_local() {
+        assert_eq!(nfs("nfs").local_lock, LocalLock::None);
+        let n = nfs("nfs:local_lock=flock");
+        assert!(n.local_lock.flock() && !n.local_lock.posix());
+        let n = nfs("nfs:local_lock=posix");
+        assert!(!n.local_lock.flock() && n.local_lock.posix());
+        // lock/nolock win over local_lock= wherever they stand.
+        assert_eq!(nfs("nfs:nolock,local_lock=none").local_lock, LocalLock::All);
+        assert_eq!(nfs("nfs:lock,local_lock=all").local_lock, LocalLock::None);
     }
 
     #[test]
@@ -533,6 +671,7 @@ mod tests {
             ("nfs:lookupcache=some", "all, positive or none"),
             ("nfs:rsize=100", "at least 4096"),
             ("nfs:timeo=0", "tenths of a second"),
+            ("nfs:local_lock=fcntl", "none, flock, posix or all"),
             ("nfs:retrans=-1", "count from 0"),
             ("nsf", "expected every-call, nfs"),
             ("every-call:x", "no options"),
@@ -548,6 +687,9 @@ mod tests {
             "nfs:acregmin=1,acdirmax=9,lookupcache=none,nocto",
             "nfs:softerr,timeo=15,retrans=4,nolock,sync",
             "nfs:soft",
+            "nfs:local_lock=flock",
+            "nfs:local_lock=posix",
+            "nfs:dirty_bytes=16MiB,dirty_expire_centisecs=200",
         ] {
             let policy: CachePolicy = text.parse().unwrap();
             assert_eq!(policy.to_string().parse::<CachePolicy>(), Ok(policy));

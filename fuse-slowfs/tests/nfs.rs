@@ -246,6 +246,71 @@ fn with_lock_two_clients_share_fcntl_locks_and_with_nolock_they_do_not() {
     assert_eq!(a.stats().count("lock") + b.stats().count("lock"), 0);
 }
 
+/// flock(2) of `file` with `operation` (LOCK_EX, LOCK_SH, LOCK_UN, with or
+/// without LOCK_NB): the errno on failure.
+fn flock(file: &std::fs::File, operation: i32) -> Result<(), i32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid fd.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), operation) };
+    if rc < 0 {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+    } else {
+        Ok(())
+    }
+}
+
+/// What client B meets when client A holds an exclusive flock(2) on a file
+/// (both under `policy`): B's non-blocking flock, B's fcntl write lock, and
+/// B's non-blocking flock again once A closed its file (retried up to 5 s:
+/// the kernel sends the release that drops A's flock after close returns).
+fn flock_across_clients(policy: &str) -> [Result<(), i32>; 3] {
+    let a = client(policy, None, &[]);
+    std::fs::write(a.path("f"), "x").unwrap();
+    let b = client(policy, Some(&a.backing_path("")), &[]);
+    let held = open_rw(a.path("f"));
+    flock(&held, libc::LOCK_EX | libc::LOCK_NB).expect("A's flock");
+    let other = open_rw(b.path("f"));
+    let flocked = flock(&other, libc::LOCK_EX | libc::LOCK_NB);
+    let _ = flock(&other, libc::LOCK_UN);
+    let fcntl = whole_file_lock(&open_rw(b.path("f")), libc::F_SETLK, libc::F_WRLCK).map(|_| ());
+    drop(held);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let after_close = loop {
+        match flock(&other, libc::LOCK_EX | libc::LOCK_NB) {
+            Err(libc::EWOULDBLOCK) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            other => break other,
+        }
+    };
+    println!("{policy}: B's flock {flocked:?}, fcntl {fcntl:?}, after A's close {after_close:?}");
+    [flocked, fcntl, after_close]
+}
+
+#[test]
+fn flock_conflicts_across_clients_unless_local_lock_keeps_it_local() {
+    // Linux sends a flock(2) to the server as a whole-file byte-range lock
+    // (nfs_flock, fs/nfs/file.c), so another client's flock and fcntl lock
+    // both conflict with it, and A's close lets B have it.
+    assert_eq!(
+        flock_across_clients("nfs"),
+        [Err(libc::EWOULDBLOCK), Err(libc::EAGAIN), Ok(())]
+    );
+    // local_lock=posix keeps fcntl locks local; flock still goes to the server.
+    assert_eq!(
+        flock_across_clients("nfs:local_lock=posix"),
+        [Err(libc::EWOULDBLOCK), Ok(()), Ok(())]
+    );
+    // Negative controls: local_lock=flock and nolock keep flock(2) in the
+    // client, so B takes the flock A holds.
+    assert_eq!(
+        flock_across_clients("nfs:local_lock=flock"),
+        [Ok(()), Ok(()), Ok(())],
+        "local_lock=flock: A's flock is A's own and not sent"
+    );
+    assert_eq!(flock_across_clients("nfs:nolock"), [Ok(()), Ok(()), Ok(())]);
+}
+
 /// A child reading `path` (held by a `read hang` rule on `m`), signalled with
 /// `signal` once its read is held: whether it is still waiting 5 s later. Its SIGUSR1
 /// handler exits (Python retries a read that EINTR ended, PEP 475: a handler
@@ -1503,4 +1568,159 @@ fn a_lock_wait_ends_with_eintr_when_a_signal_handler_runs() {
     // Negative control: a signal that runs nothing (SIGWINCH by default)
     // leaves it waiting; it gets the lock once A lets go.
     assert_eq!(lock_wait_signalled(libc::SIGWINCH), None);
+}
+
+/// What client B's stat of `f` says 2.5 s after client A removed it (or,
+/// with `remove` false, renamed it away), where B's attribute time is 1 s
+/// and its names last the directory's 30 s: the errno, or the link count.
+fn stat_after_other_client(remove: bool) -> Result<u64, i32> {
+    use std::os::unix::fs::MetadataExt;
+    let policy = "nfs:acregmin=1,acregmax=1";
+    let a = client(policy, None, &[]);
+    std::fs::write(a.path("f"), "x").unwrap();
+    let b = client(policy, Some(&a.backing_path("")), &[]);
+    assert_eq!(std::fs::metadata(b.path("f")).unwrap().nlink(), 1);
+    if remove {
+        std::fs::remove_file(a.path("f")).unwrap();
+    } else {
+        std::fs::rename(a.path("f"), a.path("g")).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    let seen = std::fs::metadata(b.path("f"))
+        .map(|m| m.nlink())
+        .map_err(errno_of);
+    println!("removed {remove}: B's stat of f after 2.5 s: {seen:?}");
+    seen
+}
+
+#[test]
+fn a_file_another_client_removed_is_gone_once_its_attribute_time_is_out() {
+    // The server answers the removed file's handle NFS3ERR_STALE and the
+    // client looks the name up again: ENOENT (before: nlink 0 for as long
+    // as B cached the name, 30 s).
+    assert_eq!(stat_after_other_client(true), Err(libc::ENOENT));
+    // Negative control: a file renamed away still answers under the name
+    // B cached, as on NFS until the directory's attribute time is out.
+    assert_eq!(stat_after_other_client(false), Ok(1));
+}
+
+/// Client B caches `d/g` as missing; client A creates it; B's stat of it
+/// (after listing `d` when `list`): Ok or the errno. A stat, not an open:
+/// proposed kernels revalidate a negative entry at every open.
+fn stat_after_other_client_created(list: bool) -> Result<(), i32> {
+    let a = client("nfs", None, &[]);
+    std::fs::create_dir(a.path("d")).unwrap();
+    let b = client("nfs", Some(&a.backing_path("")), &[]);
+    assert_eq!(
+        std::fs::metadata(b.path("d/g")).map_err(errno_of).err(),
+        Some(libc::ENOENT)
+    );
+    std::fs::write(a.path("d/g"), "new").unwrap();
+    if list {
+        let names: Vec<_> = std::fs::read_dir(b.path("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["g"], "B's listing after A's create");
+    }
+    let opened = std::fs::File::open(b.path("d/g"))
+        .map(drop)
+        .map_err(errno_of);
+    println!("listed {list}: B's open of d/g: {opened:?}");
+    opened
+}
+
+#[test]
+fn a_negative_entry_goes_when_a_directory_revalidation_shows_the_name() {
+    // B's open of d revalidates it (close-to-open, also for directories),
+    // finds it changed, and the missing name is asked again
+    // (nfs_neg_need_reval -> nfs_check_verifier). Before: B listed g and
+    // its stat said ENOENT for 30 s.
+    assert_eq!(stat_after_other_client_created(true), Ok(()));
+    // Negative control: without a revalidation of d, the negative entry
+    // lasts d's attribute time (30 s), as on NFS with lookupcache=all.
+    assert_eq!(stat_after_other_client_created(false), Err(libc::ENOENT));
+}
+
+/// READDIRs client B sends to list `d` (50 files) twice, then once more
+/// after client A added a file, and whether that last listing shows it.
+fn readdirs_for_listings(policy: &str) -> (u64, u64, bool) {
+    let a = client(policy, None, &[]);
+    std::fs::create_dir(a.path("d")).unwrap();
+    for i in 0..50 {
+        std::fs::write(a.path(&format!("d/f{i}")), "x").unwrap();
+    }
+    let b = client(policy, Some(&a.backing_path("")), &[]);
+    let list = || -> Vec<String> {
+        std::fs::read_dir(b.path("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(list().len(), 50);
+    let before = b.stats().count("readdir");
+    assert_eq!(list().len(), 50);
+    let again = b.stats().count("readdir") - before;
+    std::fs::write(a.path("d/new"), "x").unwrap();
+    let before = b.stats().count("readdir");
+    let shows_new = list().iter().any(|n| n == "new");
+    let changed = b.stats().count("readdir") - before;
+    println!("{policy}: READDIRs for an unchanged listing {again}, after A's create {changed}");
+    (again, changed, shows_new)
+}
+
+#[test]
+fn an_unchanged_directory_is_listed_from_the_cache_and_a_changed_one_is_read_again() {
+    // The listing is cached while the directory is unchanged (nfs_readdir's
+    // page cache), and an open of a changed directory reads it again
+    // (close-to-open for directories: nfs_lookup_verify_inode).
+    let (again, changed, shows_new) = readdirs_for_listings("nfs");
+    assert_eq!(again, 0, "an unchanged directory's listing is cached");
+    assert!(
+        changed >= 1 && shows_new,
+        "A's new file shows at B's next open"
+    );
+    // Negative control: every-call reads it every time.
+    let (again, _, shows_new) = readdirs_for_listings("every-call");
+    assert!(again >= 1 && shows_new);
+}
+
+/// Client A writes 100 bytes at 10 into a file of 8 KiB of 'o' and fsyncs it,
+/// the fsync held 1 s by a rule (its WRITE in flight all that time, as a
+/// `--profile nfs` round trip holds it briefly); a reader on A itself (or on
+/// client B) preads page 0 meanwhile and again after the fsync returned:
+/// whether each saw the new bytes.
+fn reads_beside_a_held_fsync(same_client: bool) -> (bool, bool) {
+    let a = client("nfs", None, &["fsync delay=1s"]);
+    std::fs::write(a.backing_path("f"), vec![b'o'; 8192]).unwrap();
+    let b = (!same_client).then(|| client("nfs", Some(&a.backing_path("")), &[]));
+    let reader_path = b.as_ref().map_or_else(|| a.path("f"), |b| b.path("f"));
+    let _forks = no_forks();
+    let writer = open_rw(a.path("f"));
+    let reader = std::fs::File::open(reader_path).unwrap();
+    let has_new = |file: &std::fs::File| {
+        let mut page = vec![0u8; 4096];
+        file.read_at(&mut page, 0).unwrap();
+        page[10..110].iter().all(|b| *b == b'N')
+    };
+    writer.write_all_at(&[b'N'; 100], 10).unwrap();
+    let fsync = std::thread::spawn(move || writer.sync_all().map(|()| writer));
+    std::thread::sleep(Duration::from_millis(300));
+    let during = has_new(&reader);
+    let _writer = fsync.join().unwrap().unwrap();
+    let after = has_new(&reader);
+    println!("same client {same_client}: new bytes during the fsync {during}, after {after}");
+    (during, after)
+}
+
+#[test]
+fn processes_on_one_client_share_its_page_cache_while_a_write_is_in_flight() {
+    // On Linux a write(2) is in the client's page cache at once, for every
+    // local reader, while its WRITE is in flight. Before: the reader got the
+    // old bytes from the server during the fsync, and its page cache kept
+    // them after the fsync returned (issue 41 item 1).
+    assert_eq!(reads_beside_a_held_fsync(true), (true, true));
+    // Negative control: another client does not see data that has not
+    // reached the server.
+    assert!(!reads_beside_a_held_fsync(false).0);
 }

@@ -33,8 +33,12 @@ fn tool(name: &str) -> PathBuf {
 /// The operations are split over two fsx processes on two files, with seeds
 /// SEED and SEED+1: one fsx keeps one core about 70% busy, and two on the
 /// same mount also exercise concurrent requests.
-fn fsx(passthrough: bool) {
-    let m = SlowMount::configured(&[], |c| c.passthrough = passthrough).expect("mounting slowfs");
+fn fsx(passthrough: bool, cache: &str) {
+    let m = SlowMount::configured(&[], |c| {
+        c.passthrough = passthrough;
+        c.cache = cache.parse().unwrap();
+    })
+    .expect("mounting slowfs");
     let ops: u64 = std::env::var("SLOWFS_FSX_OPS")
         .ok()
         .and_then(|o| o.parse().ok())
@@ -44,7 +48,7 @@ fn fsx(passthrough: bool) {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
     println!(
-        "fsx: {ops} ops in two processes (seeds {seed} and {}), passthrough {passthrough} (SLOWFS_FSX_OPS / SLOWFS_FSX_SEED to change)",
+        "fsx: {ops} ops in two processes (seeds {seed} and {}), passthrough {passthrough}, cache {cache} (SLOWFS_FSX_OPS / SLOWFS_FSX_SEED to change)",
         seed + 1
     );
     let artifacts = tempfile::tempdir().unwrap();
@@ -81,7 +85,10 @@ fn fsx(passthrough: bool) {
         );
     }
     let writes = m.mount().stats().count("write");
-    if passthrough {
+    if cache != "every-call" {
+        // An NFS client gathers writes: how many WRITEs go is its business.
+        println!("{cache}: {writes} WRITEs");
+    } else if passthrough {
         assert_eq!(
             writes, 0,
             "with passthrough, fsx's writes must not reach the daemon"
@@ -96,29 +103,42 @@ fn fsx(passthrough: bool) {
 
 #[test]
 fn fsx_100k_operations_with_every_op_enabled_in_passthrough() {
-    fsx(true);
+    fsx(true, "every-call");
 }
 
 #[test]
 fn fsx_100k_operations_with_every_op_enabled_through_the_daemon() {
-    fsx(false);
+    fsx(false, "every-call");
+}
+
+#[test]
+fn fsx_100k_operations_with_every_op_enabled_on_an_nfs_client() {
+    // Gathered writes, data in flight, read-ahead and attribute caching
+    // (`--cache nfs`), with mmap: the data stays intact.
+    fsx(false, "nfs");
 }
 
 #[test]
 fn pjdfstest_passes_everything_that_applies_in_passthrough() {
-    pjdfstest(true);
+    pjdfstest(true, "every-call");
 }
 
 #[test]
 fn pjdfstest_passes_everything_that_applies_through_the_daemon() {
-    pjdfstest(false);
+    pjdfstest(false, "every-call");
 }
 
-fn pjdfstest(passthrough: bool) {
+#[test]
+fn pjdfstest_passes_everything_that_applies_on_an_nfs_client() {
+    pjdfstest(false, "nfs");
+}
+
+fn pjdfstest(passthrough: bool, cache: &str) {
     // Tests that switch user need a mount other users may enter (/tmp may be 0700).
     let m = SlowMount::in_dir(Path::new("/var/tmp"), &[], |c| {
         c.options.apply("allow_other").unwrap();
         c.passthrough = passthrough;
+        c.cache = cache.parse().unwrap();
     })
     .expect("mounting slowfs");
     std::fs::set_permissions(
@@ -144,7 +164,7 @@ fn pjdfstest(passthrough: bool) {
             .count()
     };
     let (passed, failed, skipped) = (count(" ok"), count("FAILED"), count("skipped"));
-    println!("pjdfstest (passthrough {passthrough}): {passed} passed, {failed} failed, {skipped} skipped");
+    println!("pjdfstest (passthrough {passthrough}, cache {cache}): {passed} passed, {failed} failed, {skipped} skipped");
     // Every skip must be one we understand: remounting read-only, or LINK_MAX.
     let reasons: Vec<&str> = text
         .lines()
@@ -165,8 +185,25 @@ fn pjdfstest(passthrough: bool) {
             "unexpected skip reason: {reason}"
         );
     }
+    // On an NFS client an unlinked open file is silly-renamed (nfs_sillyrename):
+    // it keeps one link on the server, so fstat shows nlink 1 where pjdfstest
+    // expects 0. That one difference is NFS's; any other failure is ours.
+    let failures: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_end().ends_with("FAILED"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let expected: &[&str] = if cache == "every-call" {
+        &[]
+    } else {
+        &["unlink::open_file_not_freed"]
+    };
     assert!(
-        output.status.success() && failed == 0,
+        failures.iter().all(|f| expected.contains(f)) && (failed == 0 || !expected.is_empty()),
+        "pjdfstest failed:\n{text}"
+    );
+    assert!(
+        output.status.success() || !expected.is_empty(),
         "pjdfstest failed:\n{text}"
     );
     assert!(passed > 350, "pjdfstest ran only {passed} tests:\n{text}");

@@ -37,7 +37,7 @@ RULES
   OPS: * or a comma list of lookup getattr setattr open create read write flush fsync
        fdatasync fsyncdir release mkdir mknod rmdir unlink rename link symlink readlink
        opendir readdir releasedir statfs access fallocate lseek copy_file_range xattr
-       lock (fcntl locks, under --cache nfs:lock)
+       lock (fcntl and flock(2) locks, under --cache nfs:lock)
   CONDITIONS: p=P (probability), after=N (skip the first N), every=N,
               after_bytes=SIZE (a quota on bytes moved by matching requests)
   Globs match the path relative to the mount root; * stays in one directory, ** crosses.";
@@ -509,10 +509,11 @@ struct FaultArgs {
     /// acregmin=, acregmax=, acdirmin=, acdirmax=, wsize=). `soft` or
     /// `softerr` with timeo= (tenths of a second) and retrans=: a request the
     /// server leaves unanswered (`* hang`) fails with EIO (ETIMEDOUT) at the
-    /// major timeout, where `hard` (the default) waits. `nolock`: fcntl locks
-    /// stay in this client, where `lock` (the default) shares them with every
-    /// mount of the backing directory. `sync`: each write(2) is sent before
-    /// it returns. See docs/nfs.md.
+    /// major timeout, where `hard` (the default) waits. `nolock`: fcntl and
+    /// flock(2) locks stay in this client, where `lock` (the default) shares
+    /// them with every mount of the backing directory;
+    /// `local_lock=flock|posix|all|none` keeps one, both or neither local.
+    /// `sync`: each write(2) is sent before it returns. See docs/nfs.md.
     #[arg(long, value_name = "POLICY")]
     cache: Option<slowfs::CachePolicy>,
     /// Write every fault that fires to FILE (JSON lines: the operation, the

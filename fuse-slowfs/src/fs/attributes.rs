@@ -23,7 +23,9 @@ pub(super) fn getattr(
             let result = match fh.map(|fh| inner.handles.get(fh)) {
                 Some(Ok(handle)) => sys::stat_fd(handle.raw()),
                 _ => inner.inodes.get(ino).and_then(|i| sys::stat_fd(i.raw())),
-            };
+            }
+            .and_then(|st| inner.check_still_named(st))
+            .map(|st| inner.own_size(ino.0, st));
             done.respond(inner, result, |r, st| {
                 let a = attr(ino.0, &st);
                 r.attr(&inner.attr_ttl(ino.0, &a), &a);
@@ -50,6 +52,10 @@ pub(super) fn setattr(
         reply,
         move |inner, done, _, _| {
             let truncated = change.size;
+            if truncated.is_some() {
+                // A WRITE still in flight must not land after the truncate.
+                inner.write_behind.wait_landed(ino.0);
+            }
             let mut result = inner.set_attributes(ino, fh, change);
             if let (Ok(_), Some(_)) = (&result, truncated) {
                 // A truncate by a caller without CAP_FSETID drops set-ID bits.
@@ -218,5 +224,33 @@ impl Inner {
             sys::set_times(target, &times)?;
         }
         sys::stat_fd(inode.raw())
+    }
+}
+
+impl Inner {
+    /// Under `--cache nfs`, ESTALE for a GETATTR of a file with no name left:
+    /// another client removed it (this one's own unlinks of open files are
+    /// silly renames), and the server answers NFS3ERR_STALE for its handle.
+    /// The kernel then looks the name up again (vfs_statx retries an ESTALE
+    /// with LOOKUP_REVAL), so a stat says ENOENT once the file's attribute
+    /// time is out, as on Linux (`__nfs_revalidate_inode` marks the inode
+    /// stale, fs/nfs/inode.c); an fstat of a file still open says ESTALE.
+    fn check_still_named(&self, st: libc::stat) -> SysResult<libc::stat> {
+        if self.nfs_client().is_some() && st.st_nlink == 0 {
+            return Err(Errno::ESTALE);
+        }
+        Ok(st)
+    }
+
+    /// Under `--cache nfs`, the size of `ino` as this client knows it: at
+    /// least as far as the data it wrote and has not written back yet (the
+    /// NFS client trusts its own size while it has dirty pages; a GETATTR
+    /// that another request's WRITE has not reached yet must not shrink it).
+    fn own_size(&self, ino: u64, mut st: libc::stat) -> libc::stat {
+        if self.nfs_client().is_some() && st.st_mode & libc::S_IFMT == libc::S_IFREG {
+            let extent = self.write_behind.extent(ino) as i64;
+            st.st_size = st.st_size.max(extent);
+        }
+        st
     }
 }

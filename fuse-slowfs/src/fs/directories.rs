@@ -1,31 +1,83 @@
-//! Directories: opendir, readdir (from a listing taken once per handle),
-//! releasedir and fsyncdir.
+//! Directories: opendir (under `--cache nfs` a revalidation, as the NFS
+//! client's), readdir (from a listing taken once per handle), releasedir and
+//! fsyncdir.
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
 
 use fuser::{FileHandle, FopenFlags, INodeNo, ReplyDirectory, ReplyEmpty, ReplyOpen, Request};
 use slowfs_faults::Op;
 
 use super::sys::{self, SysResult};
-use super::{file_type, SlowFs};
+use super::{file_type, Inner, SlowFs};
+use crate::client_cache::Version;
 use crate::stats::RequestOutcome;
 
 pub(super) fn opendir(fs: &SlowFs, req: &Request, ino: INodeNo, reply: ReplyOpen) {
     fs.inner
         .serve_on(req, Op::Opendir, ino, reply, move |inner, done, _, _| {
-            let result = inner
-                .inodes
-                .get(ino)
-                .and_then(|i| {
-                    inner.with_fds(|| {
-                        inner.without_atime(libc::O_RDONLY | libc::O_DIRECTORY, |flags| {
-                            sys::openat(i.raw(), c".", flags, 0)
-                        })
+            let opened = inner.inodes.get(ino).and_then(|i| {
+                inner.with_fds(|| {
+                    inner.without_atime(libc::O_RDONLY | libc::O_DIRECTORY, |flags| {
+                        sys::openat(i.raw(), c".", flags, 0)
                     })
                 })
-                .map(|fd| inner.handles.insert(fd, None, false));
-            done.respond(inner, result, |r, fh| {
-                r.opened(fh, FopenFlags::empty());
-            })
+            });
+            let fd = match opened {
+                Ok(fd) => fd,
+                Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
+            };
+            let (flags, version) = inner.revalidate_directory(ino.0, sys::raw(&fd));
+            let fh = inner.handles.insert(fd, None, false);
+            let answer = {
+                let inner = Arc::clone(inner);
+                move || done.respond(&inner, Ok(fh), |r, fh| r.opened(fh, flags))
+            };
+            match version {
+                // The open answers once the names it found stale are gone, so
+                // that the caller's next path walk asks again.
+                Some(version) => {
+                    inner
+                        .negative_names
+                        .revalidated(ino.0, version, Some(Box::new(answer)))
+                }
+                None => answer(),
+            }
         });
+}
+
+impl Inner {
+    /// Under `--cache nfs`, an open of directory `ino` (backing `fd`) is a
+    /// close-to-open point as a file's is (`nfs_lookup_verify_inode`,
+    /// fs/nfs/dir.c: a LOOKUP_OPEN of a directory forces
+    /// `__nfs_revalidate_inode` unless `nocto`): its listing is cached by the
+    /// kernel (FOPEN_CACHE_DIR) and kept from the last open while the
+    /// directory is the version this client last saw (FOPEN_KEEP_CACHE), as
+    /// `nfs_readdir` keeps its page cache until `nfs_revalidate_mapping` finds
+    /// the directory changed; a changed one drops the listing and the cached
+    /// attributes. Within one open, the kernel's listing lasts as long as the
+    /// directory's cached mtime (its attribute window). Also the version now,
+    /// for dropping negative entries (none under `nocto`: nothing is
+    /// revalidated at open). Elsewhere: no caching, nothing to revalidate.
+    fn revalidate_directory(&self, ino: u64, fd: RawFd) -> (FopenFlags, Option<Version>) {
+        let Some((nfs, view)) = &self.nfs else {
+            return (FopenFlags::empty(), None);
+        };
+        let cached = FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE;
+        if !nfs.cto {
+            return (cached, None);
+        }
+        let Ok(st) = sys::stat_fd(fd) else {
+            return (FopenFlags::empty(), None);
+        };
+        let version = Version::of(&st);
+        if view.still_current(nfs, ino, version) {
+            (cached, Some(version))
+        } else {
+            self.attributes_changed(ino);
+            (FopenFlags::FOPEN_CACHE_DIR, Some(version))
+        }
+    }
 }
 
 pub(super) fn readdir(
@@ -69,7 +121,7 @@ pub(super) fn releasedir(
     fh: FileHandle,
     reply: ReplyEmpty,
 ) {
-    fs.close_handle(req, Op::Releasedir, ino, fh, reply);
+    fs.close_handle(req, Op::Releasedir, ino, fh, None, reply);
 }
 
 pub(super) fn fsyncdir(

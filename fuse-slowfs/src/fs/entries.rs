@@ -25,10 +25,11 @@ pub(super) fn lookup(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, 
         &[],
         reply,
         move |inner, done, _, _| {
-            let result = inner
-                .inodes
-                .get(parent)
-                .and_then(|dir| inner.entry(parent.0, &dir, &name));
+            let dir = inner.inodes.get(parent);
+            let result = dir
+                .as_ref()
+                .map_err(|e| *e)
+                .and_then(|dir| inner.entry(parent.0, dir, &name));
             let ttl = inner.entry_ttl(parent.0);
             let negative_ttl = inner.negative_ttl(parent.0);
             match result {
@@ -36,6 +37,13 @@ pub(super) fn lookup(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, 
                 // long as an existing one is cached: the create that usually
                 // follows skips a lookup round trip.
                 Err(fuser::Errno::ENOENT) if !negative_ttl.is_zero() => {
+                    if let (Ok(dir), Some(_)) = (&dir, &inner.nfs) {
+                        // Stamped with the directory's version (nfs_set_verifier).
+                        if let Ok(st) = sys::stat_fd(dir.raw()) {
+                            let version = crate::client_cache::Version::of(&st);
+                            inner.negative_names.missing(parent.0, &name, version);
+                        }
+                    }
                     let failed = RequestOutcome {
                         bytes: 0,
                         failed: true,
@@ -317,6 +325,7 @@ pub(super) fn rename(
                 inner
                     .inodes
                     .renamed((parent.0, &name), (newparent.0, &newname), exchange);
+                inner.negative_names.found(newparent.0, &newname);
                 Ok(())
             })();
             done.respond(inner, result, |r, ()| {
@@ -425,6 +434,9 @@ impl Inner {
         let ino = self
             .inodes
             .remember(parent, name.to_os_string(), fd, (st.st_dev, st.st_ino));
+        // The kernel's entry for it is a positive one now (a create or a
+        // lookup that found it replaces a negative one).
+        self.negative_names.found(parent, name);
         Ok(attr(ino, &st))
     }
 }

@@ -94,9 +94,15 @@ pub(super) fn read(
             let result = inner.handles.get(fh).and_then(|h| {
                 inner.check_not_stale(h.raw())?;
                 let len = h.shortened(size as usize, effects.short_to);
-                lies::read(&effects, inner, ino.0, offset, || {
+                let mut read = lies::read(&effects, inner, ino.0, offset, || {
                     sys::pread(h.raw(), len, offset)
-                })
+                })?;
+                // What this client wrote and has not written back is in its
+                // page cache for every local reader (see write_behind.rs).
+                if inner.nfs_client().is_some() {
+                    inner.write_behind.overlay(ino.0, offset, len, &mut read);
+                }
+                Ok(read)
             });
             done.respond_moved(
                 inner,
@@ -200,10 +206,24 @@ fn gather(
         }
     }
     let len = data.len() as u32;
-    let Some(previous) = inner
+    let previous = inner
         .write_behind
-        .gather(ino.0, &handle, offset, data, wsize)
-    else {
+        .gather(ino.0, &handle, offset, data, wsize);
+    // The VM's limits (see write_back.rs): past the background threshold the
+    // flusher starts; past the hard limit this writer waits for its own
+    // file's data to go (balance_dirty_pages).
+    let previous = match inner.dirty_limits {
+        Some(limits) if inner.write_behind.gathered_bytes() > limits.limit => {
+            inner.flusher.kick();
+            previous.or_else(|| inner.write_behind.take(ino.0))
+        }
+        Some(limits) if inner.write_behind.gathered_bytes() > limits.background => {
+            inner.flusher.kick();
+            previous
+        }
+        _ => previous,
+    };
+    let Some(previous) = previous else {
         inner.stats.gathered(len.into());
         return reply.written(len);
     };
@@ -254,6 +274,9 @@ pub(super) fn flush(
         &[],
         reply,
         move |inner, done, _, _| {
+            if writer {
+                inner.write_behind.wait_landed(ino.0);
+            }
             let reported = if writer {
                 inner.write_behind.since(ino.0, since)
             } else {
@@ -273,8 +296,22 @@ pub(super) fn flush(
     );
 }
 
-pub(super) fn release(fs: &SlowFs, req: &Request, ino: INodeNo, fh: FileHandle, reply: ReplyEmpty) {
-    fs.close_handle(req, Op::Release, ino, fh, reply);
+/// The last close of an open file description. With `flock_owner` (FUSE's
+/// FUSE_RELEASE_FLOCK_UNLOCK: the description took flock(2) locks through the
+/// daemon) its flock goes, after its gathered writes are sent (`do_unlk`,
+/// fs/nfs/file.c, writes back before it unlocks), also when a rule fails the
+/// release.
+pub(super) fn release(
+    fs: &SlowFs,
+    req: &Request,
+    ino: INodeNo,
+    fh: FileHandle,
+    flock_owner: Option<LockOwner>,
+    reply: ReplyEmpty,
+) {
+    let unlock =
+        flock_owner.map(|owner| super::locks::UnlockOnDrop::new(&fs.inner, ino.0, owner.0));
+    fs.close_handle(req, Op::Release, ino, fh, unlock, reply);
 }
 
 pub(super) fn fsync(
@@ -516,10 +553,12 @@ impl SlowFs {
         op: Op,
         ino: INodeNo,
         fh: FileHandle,
+        unlock: Option<super::locks::UnlockOnDrop>,
         reply: ReplyEmpty,
     ) {
         self.inner
             .serve_on(req, op, ino, reply, move |inner, done, _, _| {
+                drop(unlock);
                 inner.handles.remove(fh);
                 inner.released(fh.0);
                 if op == Op::Release {
@@ -541,6 +580,7 @@ impl SlowFs {
     ) {
         self.inner
             .serve_on(req, op, ino, reply, move |inner, done, effects, _| {
+                inner.write_behind.wait_landed(ino.0);
                 let result = inner.handles.get(fh).and_then(|h| {
                     inner.check_not_stale(h.raw())?;
                     inner.write_behind.check_and_advance(ino.0, &h.wb_seen)?;

@@ -45,9 +45,16 @@ impl Filesystem for SlowFs {
             // The caller's umask comes with each create and the backing filesystem
             // applies it, or, where the parent has a default ACL, the ACL instead.
             | InitFlags::FUSE_DONT_MASK;
-        if self.inner.nfs.as_ref().is_some_and(|(nfs, _)| nfs.lock) {
-            // nfs(5) `lock`: fcntl locks are the server's (see locks.rs).
-            wanted |= InitFlags::FUSE_POSIX_LOCKS;
+        if let Some((nfs, _)) = &self.inner.nfs {
+            // nfs(5) `lock` and `local_lock=`: a mechanism not kept local is
+            // the server's (see locks.rs); without its flag the kernel keeps
+            // that mechanism's locks to this mount.
+            if !nfs.local_lock.posix() {
+                wanted |= InitFlags::FUSE_POSIX_LOCKS;
+            }
+            if !nfs.local_lock.flock() {
+                wanted |= InitFlags::FUSE_FLOCK_LOCKS;
+            }
         }
         if tuning.kill_priv_v2 {
             // The daemon drops set-user/group-ID itself (see sys::drop_privileges);
@@ -99,6 +106,7 @@ impl Filesystem for SlowFs {
                 if let Some((_, view)) = &self.inner.nfs {
                     view.forget(ino.0);
                 }
+                self.inner.negative_names.forget(ino.0);
                 self.inner.write_behind.forget(ino.0);
             }
         });
@@ -314,11 +322,13 @@ impl Filesystem for SlowFs {
         ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        contain("release", || files::release(self, req, ino, fh, reply));
+        contain("release", || {
+            files::release(self, req, ino, fh, lock_owner, reply)
+        });
     }
 
     fn fsync(

@@ -1,15 +1,21 @@
-//! fcntl locks under `--cache nfs:lock`: the server's, shared by every mount of
-//! the backing directory, as NFS clients share the server's lock manager (NLM
-//! for v3, LOCK/LOCKT for v4; nfs(5) `lock`). Without `lock` the daemon does
-//! not offer FUSE_POSIX_LOCKS, and the kernel keeps each mount's locks to
-//! itself: NFS's `nolock`, under which two clients' locks never conflict.
+//! fcntl and flock(2) locks under `--cache nfs`: the server's, shared by every
+//! mount of the backing directory, as NFS clients share the server's lock
+//! manager (NLM for v3, LOCK/LOCKT for v4; nfs(5) `lock`, `local_lock=`). A
+//! mechanism the mount keeps local (`nolock`, `local_lock=`) is not offered
+//! (FUSE_POSIX_LOCKS, FUSE_FLOCK_LOCKS), and the kernel keeps those locks to
+//! the mount: two clients' locks then never conflict.
 //!
-//! A lock owner (a process's file table, as FUSE names it) gets its own open
-//! file description of the backing file per inode, and its locks are Linux
-//! open-file-description locks on it: they conflict with every other owner's,
-//! in this daemon, in another mount's daemon and in local processes, and
-//! closing the description drops them all, which is what the last close of a
-//! file by an owner must do (POSIX; FUSE says so with a FLUSH).
+//! A lock owner gets its own open file description of the backing file per
+//! inode, and its locks are Linux open-file-description locks on it: they
+//! conflict with every other owner's, in this daemon, in another mount's
+//! daemon and in local processes, and closing the description drops them all.
+//! For fcntl locks the owner is a process's file table, whose last close of
+//! the file drops them (POSIX; FUSE says so with a FLUSH). For flock(2) it is
+//! the open file description itself, and the kernel sends the lock as a
+//! whole-file range, as the Linux NFS client sends a flock to the server as a
+//! whole-file byte-range lock (`nfs_flock`, fs/nfs/file.c), so flocks and
+//! fcntl locks conflict across clients (flock(2), "NFS details"); the
+//! description's release drops it (FUSE_RELEASE_FLOCK_UNLOCK).
 //!
 //! As the NFS client does (nfs(5), "File locking"), taking a lock revalidates
 //! the file's cached data: a lock is a cache consistency point.

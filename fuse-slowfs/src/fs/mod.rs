@@ -14,10 +14,12 @@ mod handles;
 mod inodes;
 mod lies;
 mod locks;
+mod names;
 mod open_files;
 mod passthrough;
 mod recorder;
 mod sys;
+mod write_back;
 mod write_behind;
 mod xattrs;
 
@@ -49,6 +51,12 @@ pub struct Inner {
     open_files: open_files::OpenFiles,
     /// Gathered writes, under `--cache nfs`.
     write_behind: write_behind::WriteBehind,
+    /// Names the kernel caches as missing, under `--cache nfs`.
+    negative_names: names::NegativeNames,
+    /// The VM's write-back limits on gathered data (under `--cache nfs`
+    /// with write-behind), and the flusher's wake-up.
+    dirty_limits: Option<write_back::DirtyLimits>,
+    flusher: Arc<write_back::Flusher>,
     /// The live fault rules.
     pub plan: Arc<FaultPlan>,
     /// Counters.
@@ -85,7 +93,9 @@ pub struct Inner {
     /// `-o strictatime`: every read must reach the backing file, so no page
     /// cache is kept across opens (a read from it would not move the atime).
     strict_atime: bool,
-    /// `--cache nfs`: the NFS client's caching, and what it has seen of each file.
+    /// `--cache nfs` (without a log or crash model): the NFS client's
+    /// settings, and what it has seen of each file. Every NFS behaviour asks
+    /// this (or [`Inner::nfs_client`]), set once at mount.
     nfs: Option<(
         crate::client_cache::NfsCache,
         crate::client_cache::ClientView,
@@ -246,43 +256,51 @@ impl SlowFs {
                 "name"
             }
         );
-        Ok(SlowFs {
-            inner: Arc::new(Inner {
-                inodes,
-                handles: Handles::default(),
-                locks: Default::default(),
-                open_files: Default::default(),
-                write_behind: Default::default(),
-                plan,
-                stats: Stats::default(),
-                scheduler: new_scheduler(mode)?,
-                tuning,
-                writeback_allowed: !mode.durability.records(),
-                writeback: Default::default(),
-                recorder: mode.durability.records().then(recorder::Recorder::default),
-                // Under `--cache nfs` every request is an RPC the rules see.
-                passthrough_wanted: mode.passthrough
-                    && !mode.durability.records()
-                    && mode.cache == crate::CachePolicy::EveryCall,
-                passthrough: Default::default(),
-                dont_mask: Default::default(),
-                notifier: Default::default(),
-                passthrough_writers: Default::default(),
-                no_atime,
-                strict_atime,
-                nfs: match mode.cache {
-                    crate::CachePolicy::Nfs(nfs) if !mode.durability.records() => {
-                        Some((nfs, Default::default()))
-                    }
-                    _ => None,
-                },
-                crash: if mode.durability.crashes() {
-                    Some(crash::CrashState::new(backing)?)
-                } else {
-                    None
-                },
-            }),
-        })
+        // Whether this mount is an NFS client, decided once: `--cache nfs`
+        // unless a log records the tree (it must see each write and name as
+        // the caller made it; the crash model records too).
+        let nfs_client = match mode.cache {
+            crate::CachePolicy::Nfs(nfs) if !mode.durability.records() => Some(nfs),
+            _ => None,
+        };
+        let inner = Arc::new(Inner {
+            inodes,
+            handles: Handles::default(),
+            locks: Default::default(),
+            open_files: Default::default(),
+            write_behind: Default::default(),
+            negative_names: Default::default(),
+            dirty_limits: nfs_client
+                .filter(|nfs| !nfs.sync)
+                .map(|nfs| write_back::DirtyLimits::of(&nfs)),
+            flusher: Default::default(),
+            plan,
+            stats: Stats::default(),
+            scheduler: new_scheduler(mode)?,
+            tuning,
+            writeback_allowed: !mode.durability.records(),
+            writeback: Default::default(),
+            recorder: mode.durability.records().then(recorder::Recorder::default),
+            // Under `--cache nfs` every request is an RPC the rules see.
+            passthrough_wanted: mode.passthrough
+                && !mode.durability.records()
+                && mode.cache == crate::CachePolicy::EveryCall,
+            passthrough: Default::default(),
+            dont_mask: Default::default(),
+            notifier: Default::default(),
+            passthrough_writers: Default::default(),
+            no_atime,
+            strict_atime,
+            nfs: nfs_client.map(|nfs| (nfs, Default::default())),
+            crash: if mode.durability.crashes() {
+                Some(crash::CrashState::new(backing)?)
+            } else {
+                None
+            },
+        });
+        // The VM's flusher, under --cache nfs with write-behind.
+        write_back::start(&inner);
+        Ok(SlowFs { inner })
     }
 
     /// The shared state, for the control socket and the mount handle.
@@ -336,6 +354,9 @@ impl Inner {
 
     /// Gives the mount a way to invalidate the kernel's caches.
     pub fn set_notifier(&self, notifier: fuser::Notifier) {
+        if self.nfs.is_some() {
+            self.negative_names.start(notifier.clone());
+        }
         let _ = self.notifier.set(notifier);
     }
 
@@ -428,7 +449,13 @@ impl Inner {
                 ctime: nanos(attr.ctime),
                 size: attr.size,
             };
-            return view.attributes(nfs, ino, attr.kind == FileType::Directory, version);
+            let dir = attr.kind == FileType::Directory;
+            if dir {
+                // A revalidation of the directory: names cached as missing
+                // at another version of it go (see names.rs).
+                self.negative_names.revalidated(ino, version, None);
+            }
+            return view.attributes(nfs, ino, dir, version);
         }
         if self.passthrough_writers.writing(ino) {
             Duration::ZERO

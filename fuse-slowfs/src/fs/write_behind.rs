@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use fuser::Errno;
@@ -40,7 +40,45 @@ pub(super) struct Pending {
     /// The handle it was written through (its fd writes it).
     pub(super) handle: Arc<Handle>,
     pub(super) offset: u64,
-    pub(super) data: Vec<u8>,
+    /// Shared with [`InFlight`] once it leaves the gathered table.
+    pub(super) data: Arc<Vec<u8>>,
+    /// Set once it left the gathered table to be sent: it stays readable
+    /// until this goes (after its WRITE, or when it is given up).
+    flight: Option<FlightGuard>,
+    /// When the range was first written (the inode's `dirtied_when`).
+    since: Instant,
+}
+
+/// Gathered data taken to be sent and not written yet, per inode: the
+/// client's dirty pages under write-back, which every local reader still sees
+/// (one page cache per client). Without it a READ that arrives while another
+/// request carries the data (parked by a delay, `--profile nfs` gives every
+/// request one) read the old bytes from the backing file, and the kernel kept
+/// them in its page cache after the WRITE had landed.
+/// The condition variable is notified as each range lands.
+type InFlight = Arc<(Mutex<HashMap<u64, Vec<(u64, u64, Arc<Vec<u8>>)>>>, Condvar)>;
+
+/// Removes one range from [`InFlight`] when the data it stands for is written
+/// or dropped.
+#[derive(Debug)]
+struct FlightGuard {
+    table: InFlight,
+    ino: u64,
+    id: u64,
+}
+
+impl Drop for FlightGuard {
+    fn drop(&mut self) {
+        let (table, landed) = &*self.table;
+        let mut table = table.lock().unwrap();
+        if let Some(ranges) = table.get_mut(&self.ino) {
+            ranges.retain(|(id, _, _)| *id != self.id);
+            if ranges.is_empty() {
+                table.remove(&self.ino);
+            }
+        }
+        landed.notify_all();
+    }
 }
 
 /// Gathered writes per inode, and WRITE errors not yet reported.
@@ -55,14 +93,35 @@ pub(super) struct WriteBehind {
     errors: Mutex<HashMap<u64, (u64, Errno)>>,
     /// Inodes with WRITEs sent since their last COMMIT (fsync or close).
     uncommitted: Mutex<std::collections::HashSet<u64>>,
+    /// Data taken to be sent, until it is written.
+    in_flight: InFlight,
+    /// Bytes gathered in the table (the dirty pages the VM's limits count).
+    gathered_bytes: AtomicU64,
+    /// Numbers the ranges in flight (their order: later ones win).
+    next_flight: AtomicU64,
 }
 
 impl WriteBehind {
-    /// Whether a close of `ino` has anything to send: gathered data, or
-    /// WRITEs to commit (`nfs_wb_all` sends nothing otherwise).
+    /// Whether a close of `ino` has anything to send or wait for: gathered
+    /// data, data in flight, or WRITEs to commit (`nfs_wb_all` sends nothing
+    /// otherwise).
     pub(super) fn dirty(&self, ino: u64) -> bool {
         (self.count.load(Ordering::SeqCst) > 0 && self.pending.lock().unwrap().contains_key(&ino))
+            || self.in_flight.0.lock().unwrap().contains_key(&ino)
             || self.uncommitted.lock().unwrap().contains(&ino)
+    }
+
+    /// Waits until no data of `ino` is in flight (another request's or the
+    /// flusher's WRITE, parked by a delay or a hang): an fsync, a close or a
+    /// truncate must come after it, as `nfs_wb_all` and `nfs_setattr` wait
+    /// for write-back (`filemap_write_and_wait`). Holds no lock while it
+    /// waits but the table's, which the condition variable releases.
+    pub(super) fn wait_landed(&self, ino: u64) {
+        let (table, landed) = &*self.in_flight;
+        let mut table = table.lock().unwrap();
+        while table.contains_key(&ino) {
+            table = landed.wait(table).unwrap();
+        }
     }
 
     /// `ino`'s WRITEs are committed (an fsync or a close sent them).
@@ -85,7 +144,10 @@ impl WriteBehind {
         if let Some(p) = pending.get_mut(&ino) {
             let contiguous = p.offset + p.data.len() as u64 == offset;
             if contiguous && p.data.len() + data.len() <= wsize {
-                p.data.extend_from_slice(data);
+                // Not shared while gathered: no copy.
+                Arc::make_mut(&mut p.data).extend_from_slice(data);
+                self.gathered_bytes
+                    .fetch_add(data.len() as u64, Ordering::SeqCst);
                 return None;
             }
         }
@@ -93,13 +155,38 @@ impl WriteBehind {
             ino,
             handle: Arc::clone(handle),
             offset,
-            data: data.to_vec(),
+            data: Arc::new(data.to_vec()),
+            flight: None,
+            since: Instant::now(),
         };
+        self.gathered_bytes
+            .fetch_add(data.len() as u64, Ordering::SeqCst);
         let previous = pending.insert(ino, fresh);
         if previous.is_none() {
             self.count.fetch_add(1, Ordering::SeqCst);
         }
-        previous
+        // Registered before the table's lock goes: no reader misses it.
+        previous.map(|p| self.leave(p))
+    }
+
+    /// `p` leaves the gathered table to be sent: in flight until written.
+    fn leave(&self, mut p: Pending) -> Pending {
+        self.gathered_bytes
+            .fetch_sub(p.data.len() as u64, Ordering::SeqCst);
+        let id = self.next_flight.fetch_add(1, Ordering::SeqCst);
+        self.in_flight
+            .0
+            .lock()
+            .unwrap()
+            .entry(p.ino)
+            .or_default()
+            .push((id, p.offset, Arc::clone(&p.data)));
+        p.flight = Some(FlightGuard {
+            table: Arc::clone(&self.in_flight),
+            ino: p.ino,
+            id,
+        });
+        p
     }
 
     /// Takes what `ino` has gathered, to send.
@@ -107,9 +194,52 @@ impl WriteBehind {
         if self.count.load(Ordering::SeqCst) == 0 {
             return None;
         }
-        let taken = self.pending.lock().unwrap().remove(&ino);
+        let mut pending = self.pending.lock().unwrap();
+        let taken = pending.remove(&ino);
         if taken.is_some() {
             self.count.fetch_sub(1, Ordering::SeqCst);
+        }
+        taken.map(|p| self.leave(p))
+    }
+
+    /// Bytes gathered and not taken yet.
+    pub(super) fn gathered_bytes(&self) -> u64 {
+        self.gathered_bytes.load(Ordering::SeqCst)
+    }
+
+    /// What the flusher writes back now (`wb_writeback`): ranges older than
+    /// the expiry, then the oldest others while more than the background
+    /// threshold stays gathered.
+    pub(super) fn to_write_back(
+        &self,
+        limits: &super::write_back::DirtyLimits,
+        now: Instant,
+    ) -> Vec<Pending> {
+        if self.count.load(Ordering::SeqCst) == 0 {
+            return Vec::new();
+        }
+        let mut pending = self.pending.lock().unwrap();
+        let mut by_age: Vec<(Instant, u64, usize)> = pending
+            .iter()
+            .map(|(ino, p)| (p.since, *ino, p.data.len()))
+            .collect();
+        by_age.sort();
+        let mut left = self.gathered_bytes();
+        let mut chosen = Vec::new();
+        for (since, ino, len) in by_age {
+            let expired = now.duration_since(since) >= limits.expire;
+            if !expired && left <= limits.background {
+                break;
+            }
+            left = left.saturating_sub(len as u64);
+            chosen.push(ino);
+        }
+        let mut taken = Vec::new();
+        for ino in chosen {
+            if let Some(p) = pending.remove(&ino) {
+                self.count.fetch_sub(1, Ordering::SeqCst);
+                taken.push(self.leave(p));
+            }
         }
         taken
     }
@@ -118,7 +248,58 @@ impl WriteBehind {
     pub(super) fn take_all(&self) -> Vec<Pending> {
         let mut pending = self.pending.lock().unwrap();
         self.count.store(0, Ordering::SeqCst);
-        pending.drain().map(|(_, p)| p).collect()
+        pending.drain().map(|(_, p)| self.leave(p)).collect()
+    }
+
+    /// What a READ of `ino` at `offset` returns, `read` from the backing file
+    /// (at most `want` bytes): with the data this client wrote and has not
+    /// written back laid over it, in flight first (oldest first), then what
+    /// is gathered, as the client's page cache holds its dirty pages and
+    /// every local reader sees them. Bytes past the backing file's end that
+    /// such data reaches are zeros up to it, as a file extended by a write.
+    pub(super) fn overlay(&self, ino: u64, offset: u64, want: usize, read: &mut Vec<u8>) {
+        let end = offset + want as u64;
+        let lay = |read: &mut Vec<u8>, at: u64, data: &[u8]| {
+            let (from, to) = (at.max(offset), (at + data.len() as u64).min(end));
+            if from >= to {
+                return;
+            }
+            let (into, len) = ((from - offset) as usize, (to - from) as usize);
+            if read.len() < into + len {
+                read.resize(into + len, 0);
+            }
+            let src = (from - at) as usize;
+            read[into..into + len].copy_from_slice(&data[src..src + len]);
+        };
+        // The gathered table's lock first (as `take` holds it while it moves
+        // data in flight), so that nothing moves between the two looks.
+        let pending = self.pending.lock().unwrap();
+        if let Some(flying) = self.in_flight.0.lock().unwrap().get(&ino) {
+            let mut flying: Vec<_> = flying.iter().collect();
+            flying.sort_by_key(|(id, _, _)| *id);
+            for (_, at, data) in flying {
+                lay(read, *at, data);
+            }
+        }
+        if let Some(p) = pending.get(&ino) {
+            lay(read, p.offset, &p.data);
+        }
+    }
+
+    /// The furthest byte of `ino` this client has written and not written
+    /// back (gathered or in flight): the size it knows at least.
+    pub(super) fn extent(&self, ino: u64) -> u64 {
+        let pending = self.pending.lock().unwrap();
+        let gathered = pending
+            .get(&ino)
+            .map_or(0, |p| p.offset + p.data.len() as u64);
+        let flying = self.in_flight.0.lock().unwrap().get(&ino).map_or(0, |r| {
+            r.iter()
+                .map(|(_, at, d)| at + d.len() as u64)
+                .max()
+                .unwrap_or(0)
+        });
+        flying.max(gathered)
     }
 
     /// A WRITE of `ino` failed: the file's error sequence moves on (the
@@ -203,13 +384,12 @@ impl Inner {
             .map(|nfs| nfs.wsize as usize)
     }
 
-    /// The NFS client's settings where this mount behaves as one in what it
-    /// does to names and data (silly renames, gathered writes): under
-    /// `--cache nfs`, unless a log or crash model records the tree, which
-    /// must see each name and write as the caller made it.
+    /// The NFS client's settings where this mount is one (silly renames,
+    /// gathered writes, caching): under `--cache nfs`, unless a log or crash
+    /// model records the tree, which must see each name and write as the
+    /// caller made it. Decided once, at mount (`Inner::nfs`).
     pub(super) fn nfs_client(&self) -> Option<&crate::client_cache::NfsCache> {
-        let (nfs, _) = self.nfs.as_ref()?;
-        (self.recorder.is_none() && self.crash.is_none()).then_some(nfs)
+        self.nfs.as_ref().map(|(nfs, _)| nfs)
     }
 
     /// What `carry` sends, taken now, with the rules' decision for each
@@ -232,7 +412,7 @@ impl Inner {
     }
 
     /// The rules' decisions for the WRITEs `pending` goes out in.
-    fn decide_writes(&self, ino: u64, pending: Pending) -> CarriedWrite {
+    pub(super) fn decide_writes(&self, ino: u64, pending: Pending) -> CarriedWrite {
         let path = self.path_for(Op::Write, ino);
         let mut rpcs = Vec::new();
         let mut left = pending.data.len() as u64;

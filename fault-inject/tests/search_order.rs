@@ -6,8 +6,9 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use slowfs_faults::crash::blocks::{BlockSearch, Device};
-use slowfs_faults::crash::search::{Search, SearchConfig};
+use slowfs_faults::crash::blocks::{BlockSpace, Device};
+use slowfs_faults::crash::search::Search;
+use slowfs_faults::crash::trees::{TreeConfig, TreeSpace};
 use slowfs_faults::durability::{Keep, Kept, Log, LogOp, NodeKind, Tree};
 
 /// A candidate as one line: its crash point and what it keeps of each
@@ -134,10 +135,10 @@ fn device_log() -> Log {
 }
 
 /// Every state a tree search hands out, as lines (with models, their names).
-fn tree_sequence(log: &Log, config: SearchConfig) -> (Vec<String>, usize) {
-    let mut search = Search::new(log, config);
+fn tree_sequence(log: &Log, config: TreeConfig, seed: u64) -> (Vec<String>, usize) {
+    let mut search = Search::new(TreeSpace::new(log, config), seed);
     let mut lines = Vec::new();
-    while let Some(c) = search.next() {
+    for c in search.by_ref() {
         let mut text = line(c.point, &c.kept);
         for model in &c.models {
             let _ = write!(text, " {}", model.name());
@@ -151,7 +152,7 @@ fn tree_sequence(log: &Log, config: SearchConfig) -> (Vec<String>, usize) {
 /// Every state a block search hands out, as lines.
 fn block_sequence(log: &Log, sector: Option<u64>, seed: u64) -> (Vec<String>, usize) {
     let device = Arc::new(Device::new(log, IMAGE).unwrap());
-    let mut search = BlockSearch::new(device, log, sector, seed);
+    let mut search = Search::new(BlockSpace::new(device, log, sector), seed);
     let mut lines = Vec::new();
     while let Some(c) = search.next_unless(&|| false) {
         lines.push(line(c.point, &c.kept));
@@ -163,9 +164,9 @@ fn block_sequence(log: &Log, sector: Option<u64>, seed: u64) -> (Vec<String>, us
 #[test]
 fn a_small_tree_space_is_walked_in_the_recorded_order() {
     let log = replace_log();
-    let mut config = SearchConfig::all(log.ops().len());
+    let mut config = TreeConfig::all(log.ops().len());
     config.models = true;
-    let (lines, duplicates) = tree_sequence(&log, config);
+    let (lines, duplicates) = tree_sequence(&log, config, 1);
     assert_eq!(
         lines,
         [
@@ -188,12 +189,11 @@ fn a_sampled_tree_space_is_walked_in_the_recorded_order() {
         (2026, true, 1373, 5071, 0x0bba_0587_1910_5da4),
     ];
     for (seed, per_point, states, duplicates, sequence) in recorded {
-        let mut config = SearchConfig::all(log.ops().len());
+        let mut config = TreeConfig::all(log.ops().len());
         config.sector = Some(1);
         config.size_only = true;
         config.per_point = per_point;
-        config.seed = seed;
-        let (lines, skipped) = tree_sequence(&log, config);
+        let (lines, skipped) = tree_sequence(&log, config, seed);
         assert_eq!(
             (lines.len(), skipped, digest(&lines)),
             (states, duplicates, sequence),

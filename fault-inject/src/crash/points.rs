@@ -114,6 +114,19 @@ impl<'a> Sweep<'a> {
         sweep
     }
 
+    /// Crash point `k`, walking on to it without building the points between
+    /// (O(1) per operation); `None` if the walk is past it or it is beyond the
+    /// walk's last point.
+    pub fn seek(&mut self, k: usize) -> Option<Point> {
+        if self.finished || k < self.next || k > self.last {
+            return None;
+        }
+        while self.next < k {
+            self.advance();
+        }
+        self.next()
+    }
+
     /// Applies operation `self.next` to the walk's state.
     fn advance(&mut self) {
         let i = self.next;
@@ -208,5 +221,10 @@ mod tests {
         let expected: Vec<usize> = (2..=6).map(|k| log.pending(k).len()).collect();
         assert_eq!(counts, expected);
         assert_eq!(point(&log, 4).pending, log.pending(4));
+        let mut walk = Sweep::new(&log, 1, 7);
+        assert_eq!(walk.seek(3).map(|p| p.k), Some(3));
+        assert_eq!(walk.seek(6).map(|p| p.pending), Some(log.pending(6)));
+        assert!(walk.seek(5).is_none() && walk.seek(8).is_none());
+        assert_eq!(walk.map(|p| p.k).collect::<Vec<_>>(), [7]);
     }
 }

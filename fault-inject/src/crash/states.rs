@@ -58,6 +58,12 @@ impl PointStates {
         self.options.len()
     }
 
+    /// The pending operations (indices into the log), in the order
+    /// [`PointStates::new`] was given them.
+    pub fn pending_ops(&self) -> Vec<usize> {
+        self.options.iter().map(|(i, _)| *i).collect()
+    }
+
     /// The two states every point checks first: the surely-durable one
     /// (nothing pending kept) and the no-crash one (everything kept).
     pub fn extremes(&self) -> [Kept; 2] {

@@ -37,11 +37,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use slowfs_faults::crash::blocks::BlockSearch;
+use slowfs_faults::crash::blocks::BlockSpace;
+use slowfs_faults::crash::coverage::CoverageSummary;
 use slowfs_faults::crash::models::FsModel;
 use slowfs_faults::crash::report::{Annotate, Group, Grouper, Tally, Violation};
-use slowfs_faults::crash::search::{Candidate, CoverageSummary, Search, SearchConfig};
-use slowfs_faults::durability::{Kept, Log, LogOp};
+use slowfs_faults::crash::search::{Candidate, Search, StateSpace};
+use slowfs_faults::crash::trees::{TreeConfig, TreeSpace};
+use slowfs_faults::durability::{Kept, Log, LogOp, Tree};
 use slowfs_faults::shard::Shard;
 
 pub use crate::tree_io::{materialize, scan};
@@ -208,73 +210,18 @@ pub struct Exploration {
     pub real_fs: Option<String>,
 }
 
-/// What explore walks: the crash states of file trees, or of a block device.
-trait StateSource {
-    fn next_unless(&mut self, stop: &dyn Fn() -> bool) -> Option<Candidate>;
-    fn duplicates(&self) -> usize;
-    fn high_yield_left(&self) -> usize;
-    fn high_yield_finished(&self) -> bool;
-    fn finished(&self) -> bool;
-    fn summary(&self) -> CoverageSummary;
-    fn range(&self) -> (usize, usize);
-}
-
-macro_rules! state_source {
-    ($t:ty) => {
-        impl StateSource for $t {
-            fn next_unless(&mut self, stop: &dyn Fn() -> bool) -> Option<Candidate> {
-                <$t>::next_unless(self, stop)
-            }
-            fn duplicates(&self) -> usize {
-                <$t>::duplicates(self)
-            }
-            fn high_yield_left(&self) -> usize {
-                <$t>::high_yield_left(self)
-            }
-            fn high_yield_finished(&self) -> bool {
-                <$t>::high_yield_finished(self)
-            }
-            fn finished(&self) -> bool {
-                <$t>::finished(self)
-            }
-            fn summary(&self) -> CoverageSummary {
-                <$t>::summary(self)
-            }
-            fn range(&self) -> (usize, usize) {
-                <$t>::range(self)
-            }
-        }
-    };
-}
-state_source!(Search<'_>);
-state_source!(BlockSearch);
-
-/// How a worker writes a state out for the checker.
-#[derive(Clone)]
-enum StateMaker {
-    /// The candidate's tree, as a directory.
-    Tree,
-    /// A block-level image (`--fs`): the base plus the state's writes.
-    Image(Arc<ImageStates>),
-}
-
-impl StateMaker {
-    fn write(&self, candidate: &Candidate, dir: &Path) -> io::Result<()> {
-        match self {
-            StateMaker::Tree => materialize(&candidate.tree, dir),
-            StateMaker::Image(image) => image.materialize(candidate.point, &candidate.kept, dir),
-        }
-    }
-}
+/// How a worker writes a state out for the checker: a tree as a directory,
+/// or (`--fs`) a block-level image, the base plus the state's writes.
+type StateWriter<T> = Arc<dyn Fn(&Candidate<T>, &Path) -> io::Result<()> + Send + Sync>;
 
 /// A state for a worker.
-struct Task {
-    candidate: Candidate,
+struct Task<T> {
+    candidate: Candidate<T>,
 }
 
 /// A worker's answer about a state.
-enum WorkerAnswer {
-    Judged(Candidate, Judgement),
+enum WorkerAnswer<T> {
+    Judged(Candidate<T>, Judgement),
     /// The checker could not run at all (a bad command): the run stops.
     CheckerBroken(io::Error),
     /// Explore's own temporary space failed, also after retrying.
@@ -302,18 +249,18 @@ pub fn ignore_set(globs: &[String]) -> io::Result<globset::GlobSet> {
 
 /// Writes a state and runs the checker on it, retrying what can be transient
 /// in explore's own space (a full or failing temp directory) a few times.
-fn check_one(
+fn check_one<T: Clone>(
     checker: &mut Checker,
-    maker: &StateMaker,
+    write: &StateWriter<T>,
     dir: &Path,
-    candidate: &Candidate,
+    candidate: &Candidate<T>,
     ops: usize,
-) -> WorkerAnswer {
+) -> WorkerAnswer<T> {
     let mut last = None;
     for wait_ms in [0, 200, 1000, 3000] {
         std::thread::sleep(Duration::from_millis(wait_ms));
         let _ = std::fs::remove_dir_all(dir);
-        if let Err(e) = maker.write(candidate, dir) {
+        if let Err(e) = write(candidate, dir) {
             last = Some(e);
             continue;
         }
@@ -351,23 +298,22 @@ pub fn explore(
     let total = log.ops().len();
     let (first, last) = config.crash_points.unwrap_or((0, total));
     let ignore = ignore_set(&config.settings.ignore)?;
-    let mut search = Search::new(
+    let space = TreeSpace::new(
         log,
-        SearchConfig {
+        TreeConfig {
             first,
             last,
             sector: config.torn_sector,
             size_only: config.size_only,
             per_point: config.per_point,
             ignore: ignore.clone(),
-            seed: config.seed,
             models: true,
         },
     );
     run_states(
         log,
-        &mut search,
-        StateMaker::Tree,
+        &mut Search::new(space, config.seed),
+        Arc::new(|candidate: &Candidate<Tree>, dir: &Path| materialize(&candidate.state, dir)),
         ignore,
         None,
         config,
@@ -376,7 +322,7 @@ pub fn explore(
 }
 
 /// Checks the crash states of a block device (an `--fs` run): each a
-/// block-level image, in the order of [`BlockSearch`]; the checker in
+/// block-level image, in the order of [`Search`]; the checker in
 /// `config` mounts it (see [`FsSetup::checker`]). The groups name no models:
 /// they were observed on `setup`'s filesystem. Lost writes are described
 /// with what `names` says their blocks hold.
@@ -388,21 +334,19 @@ pub fn explore_image(
     config: &ExploreConfig,
     progress: impl FnMut(&Progress),
 ) -> io::Result<Exploration> {
-    let mut search = BlockSearch::new(
-        Arc::clone(&image.device),
-        log,
-        config.torn_sector,
-        config.seed,
-    );
+    let space = BlockSpace::new(Arc::clone(&image.device), log, config.torn_sector);
     let ignore = globset::GlobSet::empty();
     let annotate: Annotate = Box::new(move |op| match op {
         LogOp::Write { offset, data, .. } => names.describe(*offset, offset + data.len() as u64),
         _ => None,
     });
+    let write: StateWriter<()> = Arc::new(move |candidate: &Candidate<()>, dir: &Path| {
+        image.materialize(candidate.point, &candidate.kept, dir)
+    });
     let mut found = run_states(
         log,
-        &mut search,
-        StateMaker::Image(image),
+        &mut Search::new(space, config.seed),
+        write,
         ignore,
         Some(annotate),
         config,
@@ -416,17 +360,20 @@ pub fn explore_image(
     Ok(found)
 }
 
-fn run_states(
+fn run_states<S: StateSpace>(
     log: &Log,
-    search: &mut dyn StateSource,
-    maker: StateMaker,
+    search: &mut Search<S>,
+    write: StateWriter<S::State>,
     ignore: globset::GlobSet,
     annotate: Option<Annotate>,
     config: &ExploreConfig,
     mut progress: impl FnMut(&Progress),
-) -> io::Result<Exploration> {
+) -> io::Result<Exploration>
+where
+    S::State: Clone + Send + 'static,
+{
     let total = log.ops().len();
-    let modelled = matches!(maker, StateMaker::Tree);
+    let modelled = search.space().labels();
     let start = Instant::now();
     let deadline = config.time_budget.map(|t| start + t);
     let scratch = tempfile::Builder::new()
@@ -435,9 +382,9 @@ fn run_states(
     let jobs = config.jobs.max(1);
     let timeout = Duration::from_millis(config.settings.timeout_ms);
 
-    let (task_tx, task_rx) = mpsc::sync_channel::<Task>(jobs);
+    let (task_tx, task_rx) = mpsc::sync_channel::<Task<S::State>>(jobs);
     let task_rx = Arc::new(Mutex::new(task_rx));
-    let (out_tx, out_rx) = mpsc::channel::<WorkerAnswer>();
+    let (out_tx, out_rx) = mpsc::channel::<WorkerAnswer<S::State>>();
     let mut workers = Vec::new();
     for worker in 0..jobs {
         let dir = scratch.path().join(format!("worker-{worker}"));
@@ -449,11 +396,11 @@ fn run_states(
             &dir,
             &config.running,
         )?;
-        let (task_rx, out_tx, stop, maker) = (
+        let (task_rx, out_tx, stop, write) = (
             Arc::clone(&task_rx),
             out_tx.clone(),
             Arc::clone(&config.stop),
-            maker.clone(),
+            Arc::clone(&write),
         );
         workers.push(std::thread::spawn(move || {
             let state = dir.join("state");
@@ -463,7 +410,7 @@ fn run_states(
                 if stop.load(Ordering::SeqCst) {
                     return;
                 }
-                let outcome = check_one(&mut checker, &maker, &state, &task.candidate, total);
+                let outcome = check_one(&mut checker, &write, &state, &task.candidate, total);
                 // A checker stopped by an interrupt said nothing about its state.
                 if stop.load(Ordering::SeqCst) {
                     return;
@@ -640,7 +587,7 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn absorb(&mut self, outcome: WorkerAnswer) {
+    fn absorb<T>(&mut self, outcome: WorkerAnswer<T>) {
         match outcome {
             WorkerAnswer::Judged(_, Judgement::Accepted) => {}
             WorkerAnswer::Judged(c, Judgement::Rejected(status, output)) => {

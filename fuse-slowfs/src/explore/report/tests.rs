@@ -1,10 +1,10 @@
 //! Every path of a verdict, and the four views of it agreeing: the text's
 //! last line, the JSON (read back), the HTML page and the exit code.
 
+use slowfs_faults::crash::coverage::CoverageSummary;
 use slowfs_faults::crash::models::FsModel;
 use slowfs_faults::crash::oracle::ModelRunScope;
 use slowfs_faults::crash::report::{Example, Group};
-use slowfs_faults::crash::search::CoverageSummary;
 use slowfs_faults::durability::{Log, Tree};
 
 use super::*;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use slowfs_faults::crash::blocks::{BlockSpace, Device};
 use slowfs_faults::crash::search::Search;
 use slowfs_faults::crash::trees::{TreeConfig, TreeSpace};
-use slowfs_faults::durability::{Keep, Kept, Log, LogOp, NodeKind, Tree};
+use slowfs_faults::durability::{Keep, Kept, Log, LogBuilder};
 
 /// A candidate as one line: its crash point and what it keeps of each
 /// pending operation (`w` whole, `tN` torn after N bytes, `s` size only).
@@ -35,67 +35,29 @@ fn digest(lines: &[String]) -> u64 {
         })
 }
 
-fn create(log: &mut Log, name: &str, node: u64) {
-    log.push(LogOp::Create {
-        dir: 1,
-        name: name.into(),
-        node,
-        kind: NodeKind::File,
-    });
-}
-
-fn write(log: &mut Log, node: u64, offset: u64, data: &[u8]) {
-    log.push(LogOp::Write {
-        node,
-        offset,
-        data: data.to_vec(),
-    });
-}
-
 /// config holds "old"; tmp is created, written "new", renamed over config,
 /// synced halfway: a small space, every state spelled out.
 fn replace_log() -> Log {
-    let mut initial = Tree::empty(1);
-    initial.apply(&LogOp::Create {
-        dir: 1,
-        name: "config".into(),
-        node: 2,
-        kind: NodeKind::File,
-    });
-    initial.apply(&LogOp::Write {
-        node: 2,
-        offset: 0,
-        data: b"old".to_vec(),
-    });
-    let mut log = Log::new(initial);
-    create(&mut log, "tmp", 3);
-    write(&mut log, 3, 0, b"new!");
-    log.push(LogOp::Fsync {
-        node: 3,
-        datasync: false,
-    });
-    log.push(LogOp::Rename {
-        from_dir: 1,
-        from_name: "tmp".into(),
-        to_dir: 1,
-        to_name: "config".into(),
-        node: 3,
-        exchanged: None,
-    });
-    write(&mut log, 3, 4, b"+more");
-    log
+    LogBuilder::new()
+        .initial_file("config", 2, b"old")
+        .create("tmp", 3)
+        .write(3, 0, b"new!")
+        .fsync(3)
+        .rename("tmp", "config", 3)
+        .write(3, 4, b"+more")
+        .build()
 }
 
 /// Three files created, written and appended to, never synced: 9 pending
 /// operations at the end, more states than are enumerated, so sampled.
 fn three_files_log() -> Log {
-    let mut log = Log::new(Tree::empty(1));
+    let mut log = LogBuilder::new();
     for (node, name) in [(100, "a"), (101, "b"), (102, "c")] {
-        create(&mut log, name, node);
-        write(&mut log, node, 0, b"x\n");
-        write(&mut log, node, 2, b"yy\n");
+        log.create(name, node)
+            .write(node, 0, b"x\n")
+            .write(node, 2, b"yy\n");
     }
-    log
+    log.build()
 }
 
 const IMAGE: u64 = 2;
@@ -103,22 +65,13 @@ const IMAGE: u64 = 2;
 /// An image with two flush epochs: three writes, then nine (one a repeat),
 /// two sectors each: the second epoch has more states than are enumerated.
 fn device_log() -> Log {
-    let mut tree = Tree::empty(1);
-    tree.apply(&LogOp::Create {
-        dir: 1,
-        name: "image".into(),
-        node: IMAGE,
-        kind: NodeKind::File,
-    });
-    let mut log = Log::new(tree);
+    let mut log = LogBuilder::new();
+    log.initial_file("image", IMAGE, Vec::new());
     for (sector, byte) in [(0, 1), (8, 2), (16, 3)] {
-        write(&mut log, IMAGE, sector * 512, &[byte; 1024]);
+        log.write(IMAGE, sector * 512, [byte; 1024]);
     }
-    log.push(LogOp::Fsync {
-        node: IMAGE,
-        datasync: false,
-    });
-    for (sector, byte) in [
+    log.fsync(IMAGE);
+    let epoch = [
         (0, 4),
         (8, 5),
         (4, 6),
@@ -128,10 +81,11 @@ fn device_log() -> Log {
         (8, 9),
         (30, 10),
         (12, 11),
-    ] {
-        write(&mut log, IMAGE, sector * 512, &[byte; 1024]);
+    ];
+    for (sector, byte) in epoch {
+        log.write(IMAGE, sector * 512, [byte; 1024]);
     }
-    log
+    log.build()
 }
 
 /// Every state a tree search hands out, as lines (with models, their names).

@@ -270,36 +270,22 @@ impl StateSpace for BlockSpace {
 mod tests {
     use super::*;
     use crate::crash::search::Search;
-    use crate::durability::{NodeKind, Tree};
+    use crate::durability::LogBuilder;
     use std::collections::HashSet;
 
     const IMAGE: NodeId = 2;
 
     /// An image with two epochs: two writes then a flush, then three writes.
     fn device_log() -> Log {
-        let mut tree = Tree::empty(1);
-        tree.apply(&LogOp::Create {
-            dir: 1,
-            name: "image".into(),
-            node: IMAGE,
-            kind: NodeKind::File,
-        });
-        let mut log = Log::new(tree);
-        let write = |offset: u64, byte: u8| LogOp::Write {
-            node: IMAGE,
-            offset,
-            data: vec![byte; 1024],
-        };
-        log.push(write(0, 1));
-        log.push(write(4096, 2));
-        log.push(LogOp::Fsync {
-            node: IMAGE,
-            datasync: false,
-        });
-        log.push(write(0, 3));
-        log.push(write(8192, 4));
-        log.push(write(0, 3)); // the same content again
-        log
+        LogBuilder::new()
+            .initial_file("image", IMAGE, Vec::new())
+            .write(IMAGE, 0, [1; 1024])
+            .write(IMAGE, 4096, [2; 1024])
+            .fsync(IMAGE)
+            .write(IMAGE, 0, [3; 1024])
+            .write(IMAGE, 8192, [4; 1024])
+            .write(IMAGE, 0, [3; 1024]) // the same content again
+            .build()
     }
 
     #[test]
@@ -343,18 +329,9 @@ mod tests {
 
     #[test]
     fn a_write_that_is_not_whole_sectors_or_a_truncate_is_refused() {
-        let mut log = Log::new(Tree::empty(1));
-        log.push(LogOp::Write {
-            node: IMAGE,
-            offset: 10,
-            data: vec![0; 512],
-        });
+        let log = LogBuilder::new().write(IMAGE, 10, [0; 512]).build();
         assert!(Device::new(&log, IMAGE).unwrap_err().contains("sectors"));
-        let mut log = Log::new(Tree::empty(1));
-        log.push(LogOp::SetLen {
-            node: IMAGE,
-            len: 0,
-        });
+        let log = LogBuilder::new().set_len(IMAGE, 0).build();
         assert!(Device::new(&log, IMAGE)
             .unwrap_err()
             .contains("image file itself"));

@@ -370,7 +370,7 @@ fn model_bits(models: &[FsModel]) -> u8 {
 mod tests {
     use super::*;
     use crate::crash::trees::{TreeConfig, TreeSpace};
-    use crate::durability::{Log, LogOp, Node, NodeKind, Tree};
+    use crate::durability::{Log, LogBuilder, Node};
     use proptest::prelude::*;
 
     /// A search of every crash point of `log`, as `config` says.
@@ -387,31 +387,14 @@ mod tests {
     /// `for i in 1..=n; do echo x > j; echo y >> j; rm j; done`, never synced:
     /// every operation stays pending, 2^ops states at the last point.
     fn churn(n: usize) -> Log {
-        let mut log = Log::new(Tree::empty(1));
-        for i in 0..n as u64 {
-            let node = 100 + i;
-            log.push(LogOp::Create {
-                dir: 1,
-                name: "j".into(),
-                node,
-                kind: NodeKind::File,
-            });
-            log.push(LogOp::Write {
-                node,
-                offset: 0,
-                data: b"x\n".to_vec(),
-            });
-            log.push(LogOp::Write {
-                node,
-                offset: 2,
-                data: b"y\n".to_vec(),
-            });
-            log.push(LogOp::Remove {
-                dir: 1,
-                name: "j".into(),
-            });
+        let mut log = LogBuilder::new();
+        for node in 100..100 + n as u64 {
+            log.create("j", node)
+                .write(node, 0, b"x\n")
+                .write(node, 2, b"y\n")
+                .remove("j");
         }
-        log
+        log.build()
     }
 
     #[test]
@@ -442,20 +425,12 @@ mod tests {
     fn a_stop_is_heard_while_every_sample_is_a_duplicate() {
         // 12 identical writes never synced: 2^12 states at the last points,
         // two distinct contents, so sampling finds duplicates almost only.
-        let mut log = Log::new(Tree::empty(1));
-        log.push(LogOp::Create {
-            dir: 1,
-            name: "f".into(),
-            node: 2,
-            kind: NodeKind::File,
-        });
+        let mut log = LogBuilder::new();
+        log.create("f", 2);
         for _ in 0..12 {
-            log.push(LogOp::Write {
-                node: 2,
-                offset: 0,
-                data: b"same".to_vec(),
-            });
+            log.write(2, 0, b"same");
         }
+        let log = log.build();
         let mut unbounded = tree_search(&log, |_| {}, 1);
         while unbounded.next().is_some() {}
         assert!(
@@ -484,39 +459,12 @@ mod tests {
     /// The export without fsync: config holds "old"; create tmp, write
     /// "new" to it, rename it over config, nothing synced.
     fn unsynced_replace() -> Log {
-        let mut initial = Tree::empty(1);
-        initial.apply(&LogOp::Create {
-            dir: 1,
-            name: "config".into(),
-            node: 2,
-            kind: NodeKind::File,
-        });
-        initial.apply(&LogOp::Write {
-            node: 2,
-            offset: 0,
-            data: b"old".to_vec(),
-        });
-        let mut log = Log::new(initial);
-        log.push(LogOp::Create {
-            dir: 1,
-            name: "tmp".into(),
-            node: 3,
-            kind: NodeKind::File,
-        });
-        log.push(LogOp::Write {
-            node: 3,
-            offset: 0,
-            data: b"new".to_vec(),
-        });
-        log.push(LogOp::Rename {
-            from_dir: 1,
-            from_name: "tmp".into(),
-            to_dir: 1,
-            to_name: "config".into(),
-            node: 3,
-            exchanged: None,
-        });
-        log
+        LogBuilder::new()
+            .initial_file("config", 2, b"old")
+            .create("tmp", 3)
+            .write(3, 0, b"new")
+            .rename("tmp", "config", 3)
+            .build()
     }
 
     #[test]

@@ -29,6 +29,7 @@
 //! ```
 
 mod base64_bytes;
+mod builder;
 mod ops;
 mod tree;
 
@@ -37,6 +38,7 @@ use std::hash::{Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
 
+pub use builder::LogBuilder;
 pub use ops::{LogOp, NodeId, NodeKind};
 pub use tree::{Node, Tree};
 

@@ -24,6 +24,7 @@
 pub mod block_names;
 mod checker;
 pub mod html;
+mod pool;
 pub mod realfs;
 mod record;
 pub mod report;
@@ -32,8 +33,8 @@ pub mod run;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::TrySendError;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -45,6 +46,8 @@ use slowfs_faults::crash::search::{Candidate, Search, StateSpace};
 use slowfs_faults::crash::trees::{TreeConfig, TreeSpace};
 use slowfs_faults::durability::{Kept, Log, LogOp, Tree};
 use slowfs_faults::shard::Shard;
+
+use pool::{Pool, StateWriter, Task, WorkerAnswer};
 
 pub use crate::tree_io::{materialize, scan};
 mod shards;
@@ -210,24 +213,6 @@ pub struct Exploration {
     pub real_fs: Option<String>,
 }
 
-/// How a worker writes a state out for the checker: a tree as a directory,
-/// or (`--fs`) a block-level image, the base plus the state's writes.
-type StateWriter<T> = Arc<dyn Fn(&Candidate<T>, &Path) -> io::Result<()> + Send + Sync>;
-
-/// A state for a worker.
-struct Task<T> {
-    candidate: Candidate<T>,
-}
-
-/// A worker's answer about a state.
-enum WorkerAnswer<T> {
-    Judged(Candidate<T>, Judgement),
-    /// The checker could not run at all (a bad command): the run stops.
-    CheckerBroken(io::Error),
-    /// Explore's own temporary space failed, also after retrying.
-    Scratch(io::Error),
-}
-
 /// Compiles `--ignore` globs.
 pub fn ignore_set(globs: &[String]) -> io::Result<globset::GlobSet> {
     let mut set = globset::GlobSetBuilder::new();
@@ -245,44 +230,6 @@ pub fn ignore_set(globs: &[String]) -> io::Result<globset::GlobSet> {
     }
     set.build()
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
-}
-
-/// Writes a state and runs the checker on it, retrying what can be transient
-/// in explore's own space (a full or failing temp directory) a few times.
-fn check_one<T: Clone>(
-    checker: &mut Checker,
-    write: &StateWriter<T>,
-    dir: &Path,
-    candidate: &Candidate<T>,
-    ops: usize,
-) -> WorkerAnswer<T> {
-    let mut last = None;
-    for wait_ms in [0, 200, 1000, 3000] {
-        std::thread::sleep(Duration::from_millis(wait_ms));
-        let _ = std::fs::remove_dir_all(dir);
-        if let Err(e) = write(candidate, dir) {
-            last = Some(e);
-            continue;
-        }
-        let verdict = checker.judge(&StateRef {
-            dir,
-            crash_point: candidate.point,
-            ops,
-        });
-        let _ = std::fs::remove_dir_all(dir);
-        return match verdict {
-            Ok(verdict) => WorkerAnswer::Judged(candidate.clone(), verdict),
-            Err(e) => WorkerAnswer::CheckerBroken(e),
-        };
-    }
-    let e = last.expect("a failed attempt");
-    WorkerAnswer::Scratch(io::Error::new(
-        e.kind(),
-        format!(
-            "writing a state into {}: {e} (tried 4 times)",
-            dir.display()
-        ),
-    ))
 }
 
 /// Checks crash states of `log` in the order of `slowfs_faults::crash::search`,
@@ -376,61 +323,16 @@ where
     let modelled = search.space().labels();
     let start = Instant::now();
     let deadline = config.time_budget.map(|t| start + t);
-    let scratch = tempfile::Builder::new()
-        .prefix("slowfs-states-")
-        .tempdir()?;
-    let jobs = config.jobs.max(1);
-    let timeout = Duration::from_millis(config.settings.timeout_ms);
-
-    let (task_tx, task_rx) = mpsc::sync_channel::<Task<S::State>>(jobs);
-    let task_rx = Arc::new(Mutex::new(task_rx));
-    let (out_tx, out_rx) = mpsc::channel::<WorkerAnswer<S::State>>();
-    let mut workers = Vec::new();
-    for worker in 0..jobs {
-        let dir = scratch.path().join(format!("worker-{worker}"));
-        std::fs::create_dir(&dir)?;
-        let mut checker = Checker::new(
-            &config.settings.check,
-            config.settings.persistent,
-            timeout,
-            &dir,
-            &config.running,
-        )?;
-        let (task_rx, out_tx, stop, write) = (
-            Arc::clone(&task_rx),
-            out_tx.clone(),
-            Arc::clone(&config.stop),
-            Arc::clone(&write),
-        );
-        workers.push(std::thread::spawn(move || {
-            let state = dir.join("state");
-            loop {
-                let task = task_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
-                let Ok(task) = task else { return };
-                if stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                let outcome = check_one(&mut checker, &write, &state, &task.candidate, total);
-                // A checker stopped by an interrupt said nothing about its state.
-                if stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                let broken = !matches!(outcome, WorkerAnswer::Judged(..));
-                let _ = out_tx.send(outcome);
-                if broken {
-                    return;
-                }
-            }
-        }));
-    }
-    drop(out_tx);
-    // Only the workers hold the receiver: when they have all stopped, a send
-    // fails instead of waiting forever.
-    drop(task_rx);
-
+    let mut pool = Pool::start(config, write, total)?;
     let mut run = Run {
         counts: Progress::default(),
         checked_here: 0,
+        ruled_out: 0,
+        per_model: FsModel::ALL
+            .iter()
+            .filter(|_| modelled)
+            .map(|m| (m.name().to_string(), 0))
+            .collect(),
         grouper: match annotate {
             Some(annotate) => Grouper::new(log, ignore).annotating(annotate),
             None => Grouper::new(log, ignore),
@@ -438,30 +340,14 @@ where
         fatal: None,
         scratch_error: None,
     };
-    let mut cut = None;
+    let mut cut: Option<Cut>;
     // The first state is reported at once: a run shows it is alive from its
     // first second, then once a second.
     let mut last_report: Option<Instant> = None;
     let mut high_yield_seconds = None;
-    let mut ruled_out = 0;
-    let mut per_model: std::collections::BTreeMap<String, usize> = FsModel::ALL
-        .iter()
-        .filter(|_| modelled)
-        .map(|m| (m.name().to_string(), 0))
-        .collect();
-    'search: loop {
-        while let Ok(outcome) = out_rx.try_recv() {
-            run.absorb(outcome);
-        }
-        if config.stop.load(Ordering::SeqCst) {
-            cut = Some(Cut::Interrupted);
-        } else if run.scratch_error.is_some() {
-            cut = Some(Cut::OwnError);
-        } else if deadline.is_some_and(|d| Instant::now() >= d) {
-            cut = Some(Cut::TimeBudget);
-        } else if run.counts.checked >= config.max_states {
-            cut = Some(Cut::MaxStates);
-        }
+    loop {
+        pool.answers().for_each(|outcome| run.absorb(outcome));
+        cut = run.cut(config, deadline);
         if cut.is_some() || run.fatal.is_some() {
             break;
         }
@@ -479,44 +365,13 @@ where
             }
             break;
         };
-        let models = candidate.models.clone();
-        if modelled
-            && config
-                .fs_model
-                .is_some_and(|model| !models.contains(&model))
-        {
-            ruled_out += 1;
+        if !run.counts_in(&candidate.models, modelled, config) {
             continue;
         }
-        for model in models {
-            *per_model.entry(model.name().to_string()).or_default() += 1;
-        }
-        // Every shard counts every state, so that the budget is the run's.
-        let ours = config.shard.is_none_or(|s| s.owns(run.counts.checked));
-        run.counts.checked += 1;
-        run.checked_here += usize::from(ours);
-        if !ours {
-            continue;
-        }
-        let mut task = Task { candidate };
-        loop {
-            match task_tx.try_send(task) {
-                Ok(()) => break,
-                Err(TrySendError::Full(back)) => {
-                    task = back;
-                    while let Ok(outcome) = out_rx.try_recv() {
-                        run.absorb(outcome);
-                    }
-                    if config.stop.load(Ordering::SeqCst)
-                        || run.fatal.is_some()
-                        || run.scratch_error.is_some()
-                    {
-                        continue 'search;
-                    }
-                    std::thread::sleep(Duration::from_micros(300));
-                }
-                Err(TrySendError::Disconnected(_)) => break 'search,
-            }
+        match run.hand_out(&pool, Task { candidate }, &config.stop) {
+            HandedOut::Queued => {}
+            HandedOut::Dropped => continue,
+            HandedOut::NoWorkers => break,
         }
         if last_report.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
             run.counts.duplicates = search.duplicates();
@@ -534,11 +389,8 @@ where
     if cut == Some(Cut::Interrupted) {
         config.running.stop_all();
     }
-    drop(task_tx);
-    for worker in workers {
-        let _ = worker.join();
-    }
-    while let Ok(outcome) = out_rx.try_recv() {
+    pool.finish();
+    for outcome in pool.answers() {
         if cut != Some(Cut::Interrupted) {
             run.absorb(outcome);
         }
@@ -558,8 +410,8 @@ where
         shard: config.shard,
         checked_here: run.checked_here,
         duplicates: search.duplicates(),
-        ruled_out,
-        per_model,
+        ruled_out: run.ruled_out,
+        per_model: run.per_model,
         coverage: search.summary(),
         finished: search.finished(),
         cut,
@@ -577,16 +429,95 @@ where
     })
 }
 
+/// What became of a state handed to the pool.
+enum HandedOut {
+    /// A worker will check it.
+    Queued,
+    /// Not queued: a stop or a failure came first, which the loop then sees.
+    Dropped,
+    /// Not queued: every worker has ended.
+    NoWorkers,
+}
+
 /// The bookkeeping of one exploration.
 struct Run<'a> {
     counts: Progress,
     checked_here: usize,
+    /// States `--fs-model` cannot leave, skipped.
+    ruled_out: usize,
+    /// States checked per model that can leave them, by model name.
+    per_model: std::collections::BTreeMap<String, usize>,
     grouper: Grouper<'a>,
     fatal: Option<io::Error>,
     scratch_error: Option<io::Error>,
 }
 
 impl Run<'_> {
+    /// Counts a state of the search with `models` (if `modelled`), and says
+    /// whether this run checks it: not if `--fs-model` rules it out, nor if
+    /// it is another shard's.
+    fn counts_in(&mut self, models: &[FsModel], modelled: bool, config: &ExploreConfig) -> bool {
+        if modelled
+            && config
+                .fs_model
+                .is_some_and(|model| !models.contains(&model))
+        {
+            self.ruled_out += 1;
+            return false;
+        }
+        for model in models {
+            *self.per_model.entry(model.name().to_string()).or_default() += 1;
+        }
+        // Every shard counts every state, so that the budget is the run's.
+        let ours = config.shard.is_none_or(|s| s.owns(self.counts.checked));
+        self.counts.checked += 1;
+        self.checked_here += usize::from(ours);
+        ours
+    }
+
+    /// Why the run must end now, if it must (a failed checker ends it too,
+    /// as an error).
+    fn cut(&self, config: &ExploreConfig, deadline: Option<Instant>) -> Option<Cut> {
+        if config.stop.load(Ordering::SeqCst) {
+            Some(Cut::Interrupted)
+        } else if self.scratch_error.is_some() {
+            Some(Cut::OwnError)
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
+            Some(Cut::TimeBudget)
+        } else if self.counts.checked >= config.max_states {
+            Some(Cut::MaxStates)
+        } else {
+            None
+        }
+    }
+
+    /// Queues `task` for a worker, taking in answers while every worker is
+    /// busy.
+    fn hand_out<T: Clone + Send + 'static>(
+        &mut self,
+        pool: &Pool<T>,
+        mut task: Task<T>,
+        stop: &AtomicBool,
+    ) -> HandedOut {
+        loop {
+            match pool.try_send(task) {
+                Ok(()) => return HandedOut::Queued,
+                Err(TrySendError::Full(back)) => {
+                    task = back;
+                    pool.answers().for_each(|outcome| self.absorb(outcome));
+                    if stop.load(Ordering::SeqCst)
+                        || self.fatal.is_some()
+                        || self.scratch_error.is_some()
+                    {
+                        return HandedOut::Dropped;
+                    }
+                    std::thread::sleep(Duration::from_micros(300));
+                }
+                Err(TrySendError::Disconnected(_)) => return HandedOut::NoWorkers,
+            }
+        }
+    }
+
     fn absorb<T>(&mut self, outcome: WorkerAnswer<T>) {
         match outcome {
             WorkerAnswer::Judged(_, Judgement::Accepted) => {}

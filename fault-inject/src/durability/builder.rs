@@ -146,6 +146,14 @@ impl LogBuilder {
         })
     }
 
+    /// fdatasync of file `node`.
+    pub fn fdatasync(&mut self, node: NodeId) -> &mut Self {
+        self.op(LogOp::Fsync {
+            node,
+            datasync: true,
+        })
+    }
+
     /// fsync of directory `dir`.
     pub fn fsync_dir(&mut self, dir: NodeId) -> &mut Self {
         self.op(LogOp::FsyncDir { dir })

@@ -112,12 +112,15 @@ enum Pass {
     Rest,
 }
 
+/// Where the search stands.
 enum Phase {
+    /// Phases 1 and 2: the next high-yield state is `rank` at `slot`.
     HighYield {
         pass: Pass,
         slot: usize,
         rank: usize,
     },
+    /// Phase 3: the slots still sampled, round robin.
     Sampling {
         queue: VecDeque<usize>,
     },

@@ -808,22 +808,12 @@ fn violations_say_under_which_filesystem_models_they_happen() {
 /// identical 4 MiB writes never synced (two distinct contents, thousands of
 /// subsets, each a 4 MiB build and hash).
 fn duplicate_heavy_log() -> slowfs_faults::durability::Log {
-    use slowfs_faults::durability::{Log, LogOp, NodeKind, Tree};
-    let mut log = Log::new(Tree::empty(1));
-    log.push(LogOp::Create {
-        dir: 1,
-        name: "f".into(),
-        node: 2,
-        kind: NodeKind::File,
-    });
+    let mut log = slowfs_faults::durability::LogBuilder::new();
+    log.create("f", 2);
     for _ in 0..60 {
-        log.push(LogOp::Write {
-            node: 2,
-            offset: 0,
-            data: vec![7; 4 << 20],
-        });
+        log.write(2, 0, vec![7; 4 << 20]);
     }
-    log
+    log.build()
 }
 
 #[test]

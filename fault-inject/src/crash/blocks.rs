@@ -6,21 +6,19 @@
 //!
 //! A state is the base image plus the writes it keeps, so it costs the writes,
 //! not the image: [`Device::writes`] lists them, [`Device::fingerprint`]
-//! hashes only the sectors they cover. [`BlockSearch`] hands states out in the
-//! order of [`super::search`] (each flush epoch's extremes first, then its
-//! in-order prefixes, each write dropped or kept alone and the last torn, then
-//! samples), each distinct state once, and hears a stop between any two.
+//! hashes only the sectors they cover. [`BlockSpace`] is their space for
+//! [`super::search::Search`], a flush epoch a crash point: an epoch's
+//! high-yield states are its extremes, its in-order prefixes, then writes
+//! kept or dropped alone and the last torn.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-
-use super::search::{Candidate, CoverageSummary, PointCoverage, ENUMERATE_UP_TO, SATURATED_AFTER};
+use super::coverage::PointCoverage;
+use super::search::StateSpace;
 use super::states::PointStates;
-use crate::durability::{Keep, Kept, Log, LogOp, NodeId, Tree};
+use crate::durability::{Keep, Kept, Log, LogOp, NodeId};
 
 /// The unit a block device writes: writes are whole sectors at sector offsets.
 pub const SECTOR: u64 = 512;
@@ -47,7 +45,6 @@ pub struct Epoch {
 pub struct Device {
     writes: HashMap<usize, BlockWrite>,
     epochs: Vec<Epoch>,
-    root: NodeId,
 }
 
 impl Device {
@@ -90,11 +87,7 @@ impl Device {
             }
         }
         flush(&mut epochs, &mut current, log.ops().len());
-        Ok(Device {
-            writes,
-            epochs,
-            root: log.initial().root,
-        })
+        Ok(Device { writes, epochs })
     }
 
     /// The flush epochs that have writes, in order.
@@ -188,7 +181,10 @@ fn high_yield(states: &PointStates, writes: &[usize]) -> Vec<Kept> {
     for end in 1..writes.len() {
         out.push(writes[..end].iter().map(|i| (*i, Keep::Whole)).collect());
     }
-    let mut r = 2; // high_yield_nth's first two are the extremes
+    // From rank 2: the first write kept alone is the first prefix above, and
+    // the second alone is left to the samples (an old choice, kept so that
+    // runs replay the same states).
+    let mut r = 2;
     while let Some(kept) = states.high_yield_nth(r) {
         out.push(kept);
         r += 1;
@@ -196,35 +192,21 @@ fn high_yield(states: &PointStates, writes: &[usize]) -> Vec<Kept> {
     out
 }
 
-enum Phase {
-    HighYield { epoch: usize, rank: usize },
-    Sampling { queue: VecDeque<usize> },
-    Done,
-}
-
-/// Hands out a device's crash states: every epoch's high-yield states, epoch
-/// by epoch (the extremes of all epochs first), then samples; each distinct
-/// content once.
-pub struct BlockSearch {
+/// The crash states of a recorded block device: slot `n` is epoch `n`, a
+/// state is the base image plus the writes it keeps (so it carries nothing
+/// of its own), and its content is [`Device::fingerprint`].
+pub struct BlockSpace {
     device: Arc<Device>,
     log_len: usize,
-    sector: Option<u64>,
     /// Per epoch: its states and its high-yield list.
     points: Vec<(PointStates, Vec<Kept>)>,
-    phase: Phase,
-    extremes_done: bool,
-    seen: HashSet<u64>,
-    coverage: Vec<PointCoverage>,
-    misses: Vec<usize>,
-    rng: ChaCha8Rng,
-    duplicates: usize,
 }
 
-impl BlockSearch {
-    /// A search of `device`'s states (`log` is the log it was made from);
-    /// with `sector`, pending writes may tear at its multiples.
-    pub fn new(device: Arc<Device>, log: &Log, sector: Option<u64>, seed: u64) -> BlockSearch {
-        let points: Vec<(PointStates, Vec<Kept>)> = device
+impl BlockSpace {
+    /// The states of `device` (`log` is the log it was made from); with
+    /// `sector`, pending writes may tear at its multiples.
+    pub fn new(device: Arc<Device>, log: &Log, sector: Option<u64>) -> BlockSpace {
+        let points = device
             .epochs
             .iter()
             .map(|e| {
@@ -233,214 +215,77 @@ impl BlockSearch {
                 (states, list)
             })
             .collect();
-        let coverage = points
-            .iter()
-            .map(|(states, list)| PointCoverage {
-                high_yield: list.len(),
-                states: states.count(),
-                ..PointCoverage::default()
-            })
-            .collect::<Vec<_>>();
-        BlockSearch {
-            misses: vec![0; points.len()],
-            points,
-            coverage,
+        BlockSpace {
             device,
             log_len: log.ops().len(),
-            sector,
-            phase: Phase::HighYield { epoch: 0, rank: 0 },
-            extremes_done: false,
-            seen: HashSet::new(),
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            duplicates: 0,
+            points,
         }
     }
+}
 
-    /// The crash points searched: those of the first and last epoch.
-    pub fn range(&self) -> (usize, usize) {
+impl StateSpace for BlockSpace {
+    type State = ();
+
+    /// Those of the first and last epoch.
+    fn range(&self) -> (usize, usize) {
         match (self.device.epochs.first(), self.device.epochs.last()) {
             (Some(a), Some(b)) => (a.point, b.point),
             _ => (self.log_len, self.log_len),
         }
     }
 
-    /// The sector size writes may tear at.
-    pub fn sector(&self) -> Option<u64> {
-        self.sector
+    fn plan(&self) -> Vec<PointCoverage> {
+        self.points
+            .iter()
+            .map(|(states, list)| PointCoverage {
+                high_yield: list.len(),
+                states: states.count(),
+                ..PointCoverage::default()
+            })
+            .collect()
     }
 
-    /// States skipped because the same content was handed out before.
-    pub fn duplicates(&self) -> usize {
-        self.duplicates
+    fn crash_point(&self, slot: usize) -> usize {
+        self.device.epochs[slot].point
     }
 
-    /// Whether every epoch's high-yield states have been handed out.
-    pub fn high_yield_finished(&self) -> bool {
-        !matches!(self.phase, Phase::HighYield { .. })
+    fn states(&mut self, slot: usize) -> &PointStates {
+        &self.points[slot].0
     }
 
-    /// Whether every planned state has been handed out.
-    pub fn finished(&self) -> bool {
-        matches!(self.phase, Phase::Done)
+    fn high_yield(&mut self, slot: usize, rank: usize) -> Option<Kept> {
+        self.points[slot].1.get(rank).cloned()
     }
 
-    /// High-yield states not yet handed out.
-    pub fn high_yield_left(&self) -> usize {
-        super::search::high_yield_left(&self.coverage)
+    fn high_yield_len(&mut self, slot: usize) -> usize {
+        self.points[slot].1.len()
     }
 
-    /// The coverage, per epoch (an epoch is a crash point here).
-    pub fn summary(&self) -> CoverageSummary {
-        CoverageSummary::of(&self.coverage, |n| self.device.epochs[n].point)
-    }
-
-    /// The next distinct state, or `None` when there is none left or as soon
-    /// as `stop()` says so (asked before every state built).
-    pub fn next_unless(&mut self, stop: &dyn Fn() -> bool) -> Option<Candidate> {
-        loop {
-            if stop() {
-                return None;
-            }
-            match &mut self.phase {
-                Phase::Done => return None,
-                Phase::HighYield { epoch, rank } => {
-                    let (e, r) = (*epoch, *rank);
-                    if e == self.points.len() {
-                        if !self.extremes_done {
-                            // Extremes of every epoch handed out; now the rest.
-                            self.extremes_done = true;
-                            self.phase = Phase::HighYield { epoch: 0, rank: 2 };
-                        } else {
-                            self.phase = Phase::Sampling {
-                                queue: (0..self.points.len()).collect(),
-                            };
-                        }
-                        continue;
-                    }
-                    let list = &self.points[e].1;
-                    let end = if self.extremes_done {
-                        list.len()
-                    } else {
-                        2.min(list.len())
-                    };
-                    if r >= end {
-                        self.phase = Phase::HighYield {
-                            epoch: e + 1,
-                            rank: if self.extremes_done { 2 } else { 0 },
-                        };
-                        continue;
-                    }
-                    self.phase = Phase::HighYield {
-                        epoch: e,
-                        rank: r + 1,
-                    };
-                    let kept = self.points[e].1[r].clone();
-                    self.coverage[e].high_yield_done += 1;
-                    if let Some(c) = self.offer(e, kept) {
-                        return Some(c);
-                    }
-                }
-                Phase::Sampling { queue } => {
-                    let Some(e) = queue.pop_front() else {
-                        self.phase = Phase::Done;
-                        return None;
-                    };
-                    let found = self.sample(e, stop);
-                    let c = &self.coverage[e];
-                    let again =
-                        found.is_some() || (!c.exhausted && self.misses[e] < SATURATED_AFTER);
-                    if again {
-                        if let Phase::Sampling { queue } = &mut self.phase {
-                            queue.push_back(e);
-                        }
-                    }
-                    if found.is_some() {
-                        return found;
-                    }
-                }
-            }
-        }
-    }
-
-    fn sample(&mut self, e: usize, stop: &dyn Fn() -> bool) -> Option<Candidate> {
-        if self.coverage[e].exhausted {
-            return None;
-        }
-        if let Some(all) = self.points[e].0.all_states(ENUMERATE_UP_TO) {
-            for kept in all {
-                if stop() {
-                    return None;
-                }
-                if let Some(c) = self.offer(e, kept) {
-                    return Some(c);
-                }
-            }
-            self.coverage[e].exhausted = true;
-            return None;
-        }
-        let kept = self.points[e].0.sample(&mut self.rng);
-        match self.offer(e, kept) {
-            Some(c) => {
-                self.misses[e] = 0;
-                self.coverage[e].sampled += 1;
-                Some(c)
-            }
-            None => {
-                self.misses[e] += 1;
-                None
-            }
-        }
-    }
-
-    fn offer(&mut self, e: usize, kept: Kept) -> Option<Candidate> {
-        if !self.seen.insert(self.device.fingerprint(e, &kept)) {
-            self.duplicates += 1;
-            return None;
-        }
-        let epoch = &self.device.epochs[e];
-        Some(Candidate {
-            point: epoch.point,
-            kept,
-            pending: epoch.writes.clone(),
-            // The state is the base image plus `Device::writes`, not a tree.
-            tree: Tree::empty(self.device.root),
-            models: Vec::new(),
-        })
+    fn build(&mut self, slot: usize, kept: &Kept) -> (u64, ()) {
+        (self.device.fingerprint(slot, kept), ())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durability::NodeKind;
+    use crate::crash::search::Search;
+    use crate::durability::LogBuilder;
+    use std::collections::HashSet;
 
     const IMAGE: NodeId = 2;
 
     /// An image with two epochs: two writes then a flush, then three writes.
     fn device_log() -> Log {
-        let mut tree = Tree::empty(1);
-        tree.apply(&LogOp::Create {
-            dir: 1,
-            name: "image".into(),
-            node: IMAGE,
-            kind: NodeKind::File,
-        });
-        let mut log = Log::new(tree);
-        let write = |offset: u64, byte: u8| LogOp::Write {
-            node: IMAGE,
-            offset,
-            data: vec![byte; 1024],
-        };
-        log.push(write(0, 1));
-        log.push(write(4096, 2));
-        log.push(LogOp::Fsync {
-            node: IMAGE,
-            datasync: false,
-        });
-        log.push(write(0, 3));
-        log.push(write(8192, 4));
-        log.push(write(0, 3)); // the same content again
-        log
+        LogBuilder::new()
+            .initial_file("image", IMAGE, Vec::new())
+            .write(IMAGE, 0, [1; 1024])
+            .write(IMAGE, 4096, [2; 1024])
+            .fsync(IMAGE)
+            .write(IMAGE, 0, [3; 1024])
+            .write(IMAGE, 8192, [4; 1024])
+            .write(IMAGE, 0, [3; 1024]) // the same content again
+            .build()
     }
 
     #[test]
@@ -466,7 +311,8 @@ mod tests {
     fn every_distinct_state_is_handed_out_once_and_a_stop_is_heard() {
         let log = device_log();
         let device = Arc::new(Device::new(&log, IMAGE).unwrap());
-        let mut search = BlockSearch::new(Arc::clone(&device), &log, None, 7);
+        let space = BlockSpace::new(Arc::clone(&device), &log, None);
+        let mut search = Search::new(space, 7);
         let mut prints = HashSet::new();
         while let Some(c) = search.next_unless(&|| false) {
             let e = device.epoch_at(c.point).unwrap();
@@ -476,25 +322,16 @@ mod tests {
         // epoch 0: 4 subsets; epoch 1: {} {3|5} {4} {3|5,4} -> 4, one of
         // them (nothing kept) the same content as epoch 0's all-kept.
         assert_eq!(prints.len(), 7);
-        let mut stopped = BlockSearch::new(device, &log, None, 7);
+        let mut stopped = Search::new(BlockSpace::new(device, &log, None), 7);
         assert!(stopped.next_unless(&|| true).is_none());
         assert!(!stopped.finished());
     }
 
     #[test]
     fn a_write_that_is_not_whole_sectors_or_a_truncate_is_refused() {
-        let mut log = Log::new(Tree::empty(1));
-        log.push(LogOp::Write {
-            node: IMAGE,
-            offset: 10,
-            data: vec![0; 512],
-        });
+        let log = LogBuilder::new().write(IMAGE, 10, [0; 512]).build();
         assert!(Device::new(&log, IMAGE).unwrap_err().contains("sectors"));
-        let mut log = Log::new(Tree::empty(1));
-        log.push(LogOp::SetLen {
-            node: IMAGE,
-            len: 0,
-        });
+        let log = LogBuilder::new().set_len(IMAGE, 0).build();
         assert!(Device::new(&log, IMAGE)
             .unwrap_err()
             .contains("image file itself"));

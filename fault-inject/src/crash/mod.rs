@@ -5,24 +5,28 @@
 //!
 //! * [`points`]: the crash points of a log, walked in O(1) per operation;
 //! * [`states`]: the crash states of one point (the one enumerator);
-//! * [`search`]: which state to check next, each distinct state once,
-//!   coverage, bounded memory;
-//! * [`blocks`]: the same for a block device (an image's writes and flushes);
+//! * [`search`]: which state to check next, each distinct state once, bounded
+//!   memory, over any [`search::StateSpace`];
+//! * [`trees`]: the space of a log's file trees;
+//! * [`blocks`]: the space of a block device (an image's writes and flushes);
+//! * [`coverage`]: what a search covered, per point and in sum;
 //! * [`report`]: violations grouped by cause, with their smallest examples;
 //! * [`oracle`]: a model run's groups judged against a real filesystem's;
 //! * [`text`]: operations with path names, the `CRASH_POINT/KEPT` spelling.
 //!
 //! ```
-//! use slowfs_faults::crash::search::{Search, SearchConfig};
+//! use slowfs_faults::crash::search::Search;
+//! use slowfs_faults::crash::trees::{TreeConfig, TreeSpace};
 //! use slowfs_faults::durability::{Log, LogOp, NodeKind, Tree};
 //!
 //! let mut log = Log::new(Tree::empty(1));
 //! log.push(LogOp::Create { dir: 1, name: "f".into(), node: 2, kind: NodeKind::File });
 //! log.push(LogOp::Write { node: 2, offset: 0, data: b"new".to_vec() });
-//! let mut search = Search::new(&log, SearchConfig::all(log.ops().len()));
+//! let space = TreeSpace::new(&log, TreeConfig::all(log.ops().len()));
+//! let mut search = Search::new(space, 1);
 //! let mut states = 0;
-//! while let Some(candidate) = search.next() {
-//!     // check candidate.tree; a rejected one becomes a report::Violation
+//! for candidate in search.by_ref() {
+//!     // check candidate.state, a Tree; a rejected one becomes a report::Violation
 //!     states += 1;
 //! }
 //! assert!(search.summary().complete());
@@ -32,6 +36,7 @@
 //! ```
 
 pub mod blocks;
+pub mod coverage;
 mod log_tree;
 pub mod models;
 pub mod oracle;
@@ -40,3 +45,4 @@ pub mod report;
 pub mod search;
 pub mod states;
 pub mod text;
+pub mod trees;

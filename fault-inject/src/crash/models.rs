@@ -514,28 +514,17 @@ impl ModelFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durability::{NodeKind, Tree};
+    use crate::durability::{LogBuilder, NodeKind, Tree};
 
     #[test]
     fn the_facts_hold_no_file_content_a_write_far_into_a_disk_image_costs_nothing() {
         // A block device's image written 1 TiB in: replaying its data would
         // allocate the whole terabyte (an abort), where the facts need names.
-        let mut tree = Tree::empty(1);
-        tree.nodes.insert(
-            1,
-            Node::Dir(std::collections::BTreeMap::from([("image".into(), 2)])),
-        );
-        tree.nodes.insert(2, Node::File(Vec::new()));
-        let mut log = Log::new(tree);
-        log.push(LogOp::Write {
-            node: 2,
-            offset: 1 << 40,
-            data: vec![7; 512],
-        });
-        log.push(LogOp::Fsync {
-            node: 2,
-            datasync: false,
-        });
+        let log = LogBuilder::new()
+            .initial_file("image", 2, Vec::new())
+            .write(2, 1 << 40, [7; 512])
+            .fsync(2)
+            .build();
         let facts = ModelFacts::new(&log);
         assert_eq!(facts.metadata, [false, false]);
     }
@@ -543,33 +532,12 @@ mod tests {
     /// The save pattern ALICE calls "replace via rename": write a temp file,
     /// rename it over the old one, no fsync.
     fn replace_via_rename() -> Log {
-        let mut tree = Tree::empty(1);
-        tree.nodes.insert(
-            1,
-            Node::Dir(std::collections::BTreeMap::from([("f".into(), 2)])),
-        );
-        tree.nodes.insert(2, Node::File(b"old".to_vec()));
-        let mut log = Log::new(tree);
-        log.push(LogOp::Create {
-            dir: 1,
-            name: "tmp".into(),
-            node: 3,
-            kind: NodeKind::File,
-        });
-        log.push(LogOp::Write {
-            node: 3,
-            offset: 0,
-            data: b"new".to_vec(),
-        });
-        log.push(LogOp::Rename {
-            from_dir: 1,
-            from_name: "tmp".into(),
-            to_dir: 1,
-            to_name: "f".into(),
-            node: 3,
-            exchanged: None,
-        });
-        log
+        LogBuilder::new()
+            .initial_file("f", 2, b"old")
+            .create("tmp", 3)
+            .write(3, 0, b"new")
+            .rename("tmp", "f", 3)
+            .build()
     }
 
     fn kept(ops: &[usize]) -> Kept {
@@ -665,29 +633,13 @@ mod tests {
     /// it, but metadata after it may persist without it (no ordered appends).
     #[test]
     fn appends_follow_earlier_metadata_but_do_not_hold_back_later_metadata() {
-        let mut log = Log::new(Tree::empty(1));
-        log.push(LogOp::Create {
-            dir: 1,
-            name: "f".into(),
-            node: 2,
-            kind: NodeKind::File,
-        });
-        log.push(LogOp::SetLen {
-            node: 2,
-            len: 1 << 20,
-        });
-        // Into the hole the truncate made: needs new blocks.
-        log.push(LogOp::Write {
-            node: 2,
-            offset: 8192,
-            data: vec![1; 4096],
-        });
-        log.push(LogOp::Create {
-            dir: 1,
-            name: "g".into(),
-            node: 3,
-            kind: NodeKind::File,
-        });
+        let log = LogBuilder::new()
+            .create("f", 2)
+            .set_len(2, 1 << 20)
+            // Into the hole the truncate made: needs new blocks.
+            .write(2, 8192, [1; 4096])
+            .create("g", 3)
+            .build();
         let facts = ModelFacts::new(&log);
         let pending = log.pending(4);
         for model in [FsModel::Xfs, FsModel::Ext4Ordered] {
@@ -716,19 +668,11 @@ mod tests {
         let pending = log.pending(5);
         assert!(!facts.allows(FsModel::Ext4Ordered, &log, 5, &pending, &kept(&[0, 4])));
         // ...while overwriting blocks of the initial tree needs none: free.
-        let log = replace_via_rename();
-        let mut log = Log::new(log.initial().clone());
-        log.push(LogOp::Create {
-            dir: 1,
-            name: "g".into(),
-            node: 5,
-            kind: NodeKind::File,
-        });
-        log.push(LogOp::Write {
-            node: 2,
-            offset: 0,
-            data: b"o".to_vec(),
-        });
+        let log = LogBuilder::new()
+            .initial_file("f", 2, b"old")
+            .create("g", 5)
+            .write(2, 0, b"o")
+            .build();
         let facts = ModelFacts::new(&log);
         let pending = log.pending(2);
         assert!(facts.allows(FsModel::Xfs, &log, 2, &pending, &kept(&[1])));
@@ -834,18 +778,12 @@ mod tests {
             "{with_fsync:?}"
         );
         // An appending write changes the size: fdatasync then commits.
-        let mut log = Log::new(Tree::empty(1));
-        log.push(create(1, "foo", 2, NodeKind::File));
-        log.push(create(1, "baz", 3, NodeKind::File));
-        log.push(LogOp::Write {
-            node: 2,
-            offset: 0,
-            data: b"data".to_vec(),
-        });
-        log.push(LogOp::Fsync {
-            node: 2,
-            datasync: true,
-        });
+        let log = LogBuilder::new()
+            .create("foo", 2)
+            .create("baz", 3)
+            .write(2, 0, b"data")
+            .fdatasync(2)
+            .build();
         let facts = ModelFacts::new(&log);
         let pending = log.pending(4);
         assert!(!facts.allows(FsModel::Xfs, &log, 4, &pending, &kept(&[])));
@@ -856,20 +794,14 @@ mod tests {
     /// prefix of the metadata.
     #[test]
     fn btrfs_fsync_logs_one_file_with_its_names_and_no_other_operation() {
-        let mut log = Log::new(Tree::empty(1));
-        log.push(create(1, "other", 2, NodeKind::File));
-        log.push(create(1, "d", 3, NodeKind::Dir));
-        log.push(create(3, "f", 4, NodeKind::File));
-        log.push(LogOp::Write {
-            node: 4,
-            offset: 0,
-            data: b"data".to_vec(),
-        });
-        log.push(LogOp::Fsync {
-            node: 4,
-            datasync: false,
-        });
-        log.push(create(1, "later", 5, NodeKind::File));
+        let log = LogBuilder::new()
+            .create("other", 2)
+            .mkdir("d", 3)
+            .create_in(3, "f", 4)
+            .write(4, 0, b"data")
+            .fsync(4)
+            .create("later", 5)
+            .build();
         let facts = ModelFacts::new(&log);
         let pending = log.pending(6);
         assert_eq!(
@@ -1028,20 +960,11 @@ mod tests {
 
     #[test]
     fn overwrites_inside_a_file_are_free_and_may_tear() {
-        let mut tree = Tree::empty(1);
-        tree.nodes.insert(
-            1,
-            Node::Dir(std::collections::BTreeMap::from([("f".into(), 2)])),
-        );
-        tree.nodes.insert(2, Node::File(vec![0; 8192]));
-        let mut log = Log::new(tree);
-        for offset in [0, 4096] {
-            log.push(LogOp::Write {
-                node: 2,
-                offset,
-                data: vec![1; 4096],
-            });
-        }
+        let log = LogBuilder::new()
+            .initial_file("f", 2, vec![0; 8192])
+            .write(2, 0, [1; 4096])
+            .write(2, 4096, [1; 4096])
+            .build();
         let facts = ModelFacts::new(&log);
         let pending = log.pending(2);
         let torn = Kept::from([(1, Keep::Torn(512))]);
@@ -1051,18 +974,10 @@ mod tests {
 
     #[test]
     fn an_append_may_keep_its_size_without_its_data_except_on_btrfs() {
-        let mut log = Log::new(Tree::empty(1));
-        log.push(LogOp::Create {
-            dir: 1,
-            name: "object".into(),
-            node: 2,
-            kind: NodeKind::File,
-        });
-        log.push(LogOp::Write {
-            node: 2,
-            offset: 0,
-            data: vec![0x78; 100],
-        });
+        let log = LogBuilder::new()
+            .create("object", 2)
+            .write(2, 0, [0x78; 100])
+            .build();
         let facts = ModelFacts::new(&log);
         let pending = log.pending(2);
         let size_only = Kept::from([(0, Keep::Whole), (1, Keep::SizeOnly)]);

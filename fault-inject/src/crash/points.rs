@@ -114,6 +114,19 @@ impl<'a> Sweep<'a> {
         sweep
     }
 
+    /// Crash point `k`, walking on to it without building the points between
+    /// (O(1) per operation); `None` if the walk is past it or it is beyond the
+    /// walk's last point.
+    pub fn seek(&mut self, k: usize) -> Option<Point> {
+        if self.finished || k < self.next || k > self.last {
+            return None;
+        }
+        while self.next < k {
+            self.advance();
+        }
+        self.next()
+    }
+
     /// Applies operation `self.next` to the walk's state.
     fn advance(&mut self) {
         let i = self.next;
@@ -149,48 +162,20 @@ impl Iterator for Sweep<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durability::NodeKind;
+    use crate::durability::LogBuilder;
 
     fn log() -> Log {
-        let mut log = Log::new(Tree::empty(1));
-        log.push(LogOp::Create {
-            dir: 1,
-            name: "a".into(),
-            node: 2,
-            kind: NodeKind::File,
-        });
-        log.push(LogOp::Write {
-            node: 2,
-            offset: 0,
-            data: b"x".to_vec(),
-        });
-        log.push(LogOp::Fsync {
-            node: 2,
-            datasync: false,
-        });
-        log.push(LogOp::Create {
-            dir: 1,
-            name: "b".into(),
-            node: 3,
-            kind: NodeKind::Dir,
-        });
-        log.push(LogOp::Rename {
-            from_dir: 1,
-            from_name: "a".into(),
-            to_dir: 3,
-            to_name: "a".into(),
-            node: 2,
-            exchanged: None,
-        });
-        log.push(LogOp::FsyncDir { dir: 1 });
-        log.push(LogOp::Write {
-            node: 2,
-            offset: 1,
-            data: b"y".to_vec(),
-        });
-        log.push(LogOp::Sync);
-        log.push(LogOp::SetLen { node: 2, len: 0 });
-        log
+        LogBuilder::new()
+            .create("a", 2)
+            .write(2, 0, b"x")
+            .fsync(2)
+            .mkdir("b", 3)
+            .rename_in((1, "a"), (3, "a"), 2)
+            .fsync_dir(1)
+            .write(2, 1, b"y")
+            .sync()
+            .set_len(2, 0)
+            .build()
     }
 
     #[test]
@@ -208,5 +193,10 @@ mod tests {
         let expected: Vec<usize> = (2..=6).map(|k| log.pending(k).len()).collect();
         assert_eq!(counts, expected);
         assert_eq!(point(&log, 4).pending, log.pending(4));
+        let mut walk = Sweep::new(&log, 1, 7);
+        assert_eq!(walk.seek(3).map(|p| p.k), Some(3));
+        assert_eq!(walk.seek(6).map(|p| p.pending), Some(log.pending(6)));
+        assert!(walk.seek(5).is_none() && walk.seek(8).is_none());
+        assert_eq!(walk.map(|p| p.k).collect::<Vec<_>>(), [7]);
     }
 }

@@ -403,28 +403,15 @@ fn collapse_runs(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durability::{LogOp, NodeKind, Tree};
+    use crate::durability::LogBuilder;
 
     #[test]
     fn one_cause_is_one_group_and_examples_show_only_losses() {
-        let mut log = Log::new(Tree::empty(1));
-        log.push(LogOp::Create {
-            dir: 1,
-            name: "db".into(),
-            node: 2,
-            kind: NodeKind::File,
-        });
-        log.push(LogOp::Create {
-            dir: 1,
-            name: "db-shm".into(),
-            node: 3,
-            kind: NodeKind::File,
-        });
-        log.push(LogOp::Write {
-            node: 2,
-            offset: 0,
-            data: vec![1; 10],
-        });
+        let log = LogBuilder::new()
+            .create("db", 2)
+            .create("db-shm", 3)
+            .write(2, 0, [1; 10])
+            .build();
         let v = |point, kept: Kept, output: &str| Violation {
             point,
             kept,
@@ -456,15 +443,11 @@ mod tests {
     /// the order of arrival.
     #[test]
     fn tallies_of_shards_merge_into_the_whole_runs() {
-        let mut log = Log::new(Tree::empty(1));
-        for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
-            log.push(LogOp::Create {
-                dir: 1,
-                name: name.into(),
-                node: 2 + i as u64,
-                kind: NodeKind::File,
-            });
-        }
+        let log = LogBuilder::new()
+            .create("a", 2)
+            .create("b", 3)
+            .create("c", 4)
+            .build();
         let all: Vec<Violation> = (0..=3)
             .flat_map(|point| {
                 let pending = log.pending(point);

@@ -58,6 +58,12 @@ impl PointStates {
         self.options.len()
     }
 
+    /// The pending operations (indices into the log), in the order
+    /// [`PointStates::new`] was given them.
+    pub fn pending_ops(&self) -> Vec<usize> {
+        self.options.iter().map(|(i, _)| *i).collect()
+    }
+
     /// The two states every point checks first: the surely-durable one
     /// (nothing pending kept) and the no-crash one (everything kept).
     pub fn extremes(&self) -> [Kept; 2] {
@@ -201,26 +207,17 @@ impl PointStates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durability::{NodeKind, Tree};
+    use crate::durability::LogBuilder;
     use proptest::prelude::*;
     use rand::SeedableRng;
 
     fn writes(n: usize) -> Log {
-        let mut log = Log::new(Tree::empty(1));
-        log.push(LogOp::Create {
-            dir: 1,
-            name: "f".into(),
-            node: 2,
-            kind: NodeKind::File,
-        });
+        let mut log = LogBuilder::new();
+        log.create("f", 2);
         for i in 0..n {
-            log.push(LogOp::Write {
-                node: 2,
-                offset: i as u64 * 8192,
-                data: vec![i as u8; 8192],
-            });
+            log.write(2, i as u64 * 8192, vec![i as u8; 8192]);
         }
-        log
+        log.build()
     }
 
     #[test]

@@ -210,31 +210,15 @@ pub fn ranges(points: &[usize]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durability::{NodeKind, Tree};
+    use crate::durability::LogBuilder;
 
     #[test]
     fn nodes_created_late_in_a_long_log_have_names() {
-        let mut log = Log::new(Tree::empty(1));
+        let mut log = LogBuilder::new();
         for i in 0..200u64 {
-            log.push(LogOp::Create {
-                dir: 1,
-                name: format!("f{i}"),
-                node: 100 + i,
-                kind: NodeKind::File,
-            });
+            log.create(&format!("f{i}"), 100 + i);
         }
-        log.push(LogOp::Create {
-            dir: 1,
-            name: "d".into(),
-            node: 9,
-            kind: NodeKind::Dir,
-        });
-        log.push(LogOp::Create {
-            dir: 9,
-            name: "late".into(),
-            node: 10,
-            kind: NodeKind::File,
-        });
+        let log = log.mkdir("d", 9).create_in(9, "late", 10).build();
         let names = node_names(&log);
         assert_eq!(names[&299], "f199");
         assert_eq!(names[&10], "d/late");

@@ -24,6 +24,7 @@
 pub mod block_names;
 mod checker;
 pub mod html;
+mod pool;
 pub mod realfs;
 mod record;
 pub mod report;
@@ -32,17 +33,21 @@ pub mod run;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::TrySendError;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use slowfs_faults::crash::blocks::BlockSearch;
+use slowfs_faults::crash::blocks::BlockSpace;
+use slowfs_faults::crash::coverage::CoverageSummary;
 use slowfs_faults::crash::models::FsModel;
 use slowfs_faults::crash::report::{Annotate, Group, Grouper, Tally, Violation};
-use slowfs_faults::crash::search::{Candidate, CoverageSummary, Search, SearchConfig};
-use slowfs_faults::durability::{Kept, Log, LogOp};
+use slowfs_faults::crash::search::{Candidate, Search, StateSpace};
+use slowfs_faults::crash::trees::{TreeConfig, TreeSpace};
+use slowfs_faults::durability::{Kept, Log, LogOp, Tree};
 use slowfs_faults::shard::Shard;
+
+use pool::{Pool, StateWriter, Task, WorkerAnswer};
 
 pub use crate::tree_io::{materialize, scan};
 mod shards;
@@ -208,79 +213,6 @@ pub struct Exploration {
     pub real_fs: Option<String>,
 }
 
-/// What explore walks: the crash states of file trees, or of a block device.
-trait StateSource {
-    fn next_unless(&mut self, stop: &dyn Fn() -> bool) -> Option<Candidate>;
-    fn duplicates(&self) -> usize;
-    fn high_yield_left(&self) -> usize;
-    fn high_yield_finished(&self) -> bool;
-    fn finished(&self) -> bool;
-    fn summary(&self) -> CoverageSummary;
-    fn range(&self) -> (usize, usize);
-}
-
-macro_rules! state_source {
-    ($t:ty) => {
-        impl StateSource for $t {
-            fn next_unless(&mut self, stop: &dyn Fn() -> bool) -> Option<Candidate> {
-                <$t>::next_unless(self, stop)
-            }
-            fn duplicates(&self) -> usize {
-                <$t>::duplicates(self)
-            }
-            fn high_yield_left(&self) -> usize {
-                <$t>::high_yield_left(self)
-            }
-            fn high_yield_finished(&self) -> bool {
-                <$t>::high_yield_finished(self)
-            }
-            fn finished(&self) -> bool {
-                <$t>::finished(self)
-            }
-            fn summary(&self) -> CoverageSummary {
-                <$t>::summary(self)
-            }
-            fn range(&self) -> (usize, usize) {
-                <$t>::range(self)
-            }
-        }
-    };
-}
-state_source!(Search<'_>);
-state_source!(BlockSearch);
-
-/// How a worker writes a state out for the checker.
-#[derive(Clone)]
-enum StateMaker {
-    /// The candidate's tree, as a directory.
-    Tree,
-    /// A block-level image (`--fs`): the base plus the state's writes.
-    Image(Arc<ImageStates>),
-}
-
-impl StateMaker {
-    fn write(&self, candidate: &Candidate, dir: &Path) -> io::Result<()> {
-        match self {
-            StateMaker::Tree => materialize(&candidate.tree, dir),
-            StateMaker::Image(image) => image.materialize(candidate.point, &candidate.kept, dir),
-        }
-    }
-}
-
-/// A state for a worker.
-struct Task {
-    candidate: Candidate,
-}
-
-/// A worker's answer about a state.
-enum WorkerAnswer {
-    Judged(Candidate, Judgement),
-    /// The checker could not run at all (a bad command): the run stops.
-    CheckerBroken(io::Error),
-    /// Explore's own temporary space failed, also after retrying.
-    Scratch(io::Error),
-}
-
 /// Compiles `--ignore` globs.
 pub fn ignore_set(globs: &[String]) -> io::Result<globset::GlobSet> {
     let mut set = globset::GlobSetBuilder::new();
@@ -300,44 +232,6 @@ pub fn ignore_set(globs: &[String]) -> io::Result<globset::GlobSet> {
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
 }
 
-/// Writes a state and runs the checker on it, retrying what can be transient
-/// in explore's own space (a full or failing temp directory) a few times.
-fn check_one(
-    checker: &mut Checker,
-    maker: &StateMaker,
-    dir: &Path,
-    candidate: &Candidate,
-    ops: usize,
-) -> WorkerAnswer {
-    let mut last = None;
-    for wait_ms in [0, 200, 1000, 3000] {
-        std::thread::sleep(Duration::from_millis(wait_ms));
-        let _ = std::fs::remove_dir_all(dir);
-        if let Err(e) = maker.write(candidate, dir) {
-            last = Some(e);
-            continue;
-        }
-        let verdict = checker.judge(&StateRef {
-            dir,
-            crash_point: candidate.point,
-            ops,
-        });
-        let _ = std::fs::remove_dir_all(dir);
-        return match verdict {
-            Ok(verdict) => WorkerAnswer::Judged(candidate.clone(), verdict),
-            Err(e) => WorkerAnswer::CheckerBroken(e),
-        };
-    }
-    let e = last.expect("a failed attempt");
-    WorkerAnswer::Scratch(io::Error::new(
-        e.kind(),
-        format!(
-            "writing a state into {}: {e} (tried 4 times)",
-            dir.display()
-        ),
-    ))
-}
-
 /// Checks crash states of `log` in the order of `slowfs_faults::crash::search`,
 /// each distinct state once (or once per crash point with `per_point`), with
 /// `jobs` checkers at once, until the search is done or the budget, time or a
@@ -351,23 +245,22 @@ pub fn explore(
     let total = log.ops().len();
     let (first, last) = config.crash_points.unwrap_or((0, total));
     let ignore = ignore_set(&config.settings.ignore)?;
-    let mut search = Search::new(
+    let space = TreeSpace::new(
         log,
-        SearchConfig {
+        TreeConfig {
             first,
             last,
             sector: config.torn_sector,
             size_only: config.size_only,
             per_point: config.per_point,
             ignore: ignore.clone(),
-            seed: config.seed,
             models: true,
         },
     );
     run_states(
         log,
-        &mut search,
-        StateMaker::Tree,
+        &mut Search::new(space, config.seed),
+        Arc::new(|candidate: &Candidate<Tree>, dir: &Path| materialize(&candidate.state, dir)),
         ignore,
         None,
         config,
@@ -376,7 +269,7 @@ pub fn explore(
 }
 
 /// Checks the crash states of a block device (an `--fs` run): each a
-/// block-level image, in the order of [`BlockSearch`]; the checker in
+/// block-level image, in the order of [`Search`]; the checker in
 /// `config` mounts it (see [`FsSetup::checker`]). The groups name no models:
 /// they were observed on `setup`'s filesystem. Lost writes are described
 /// with what `names` says their blocks hold.
@@ -388,21 +281,19 @@ pub fn explore_image(
     config: &ExploreConfig,
     progress: impl FnMut(&Progress),
 ) -> io::Result<Exploration> {
-    let mut search = BlockSearch::new(
-        Arc::clone(&image.device),
-        log,
-        config.torn_sector,
-        config.seed,
-    );
+    let space = BlockSpace::new(Arc::clone(&image.device), log, config.torn_sector);
     let ignore = globset::GlobSet::empty();
     let annotate: Annotate = Box::new(move |op| match op {
         LogOp::Write { offset, data, .. } => names.describe(*offset, offset + data.len() as u64),
         _ => None,
     });
+    let write: StateWriter<()> = Arc::new(move |candidate: &Candidate<()>, dir: &Path| {
+        image.materialize(candidate.point, &candidate.kept, dir)
+    });
     let mut found = run_states(
         log,
-        &mut search,
-        StateMaker::Image(image),
+        &mut Search::new(space, config.seed),
+        write,
         ignore,
         Some(annotate),
         config,
@@ -416,74 +307,32 @@ pub fn explore_image(
     Ok(found)
 }
 
-fn run_states(
+fn run_states<S: StateSpace>(
     log: &Log,
-    search: &mut dyn StateSource,
-    maker: StateMaker,
+    search: &mut Search<S>,
+    write: StateWriter<S::State>,
     ignore: globset::GlobSet,
     annotate: Option<Annotate>,
     config: &ExploreConfig,
     mut progress: impl FnMut(&Progress),
-) -> io::Result<Exploration> {
+) -> io::Result<Exploration>
+where
+    S::State: Clone + Send + 'static,
+{
     let total = log.ops().len();
-    let modelled = matches!(maker, StateMaker::Tree);
+    let modelled = search.space().labels();
     let start = Instant::now();
     let deadline = config.time_budget.map(|t| start + t);
-    let scratch = tempfile::Builder::new()
-        .prefix("slowfs-states-")
-        .tempdir()?;
-    let jobs = config.jobs.max(1);
-    let timeout = Duration::from_millis(config.settings.timeout_ms);
-
-    let (task_tx, task_rx) = mpsc::sync_channel::<Task>(jobs);
-    let task_rx = Arc::new(Mutex::new(task_rx));
-    let (out_tx, out_rx) = mpsc::channel::<WorkerAnswer>();
-    let mut workers = Vec::new();
-    for worker in 0..jobs {
-        let dir = scratch.path().join(format!("worker-{worker}"));
-        std::fs::create_dir(&dir)?;
-        let mut checker = Checker::new(
-            &config.settings.check,
-            config.settings.persistent,
-            timeout,
-            &dir,
-            &config.running,
-        )?;
-        let (task_rx, out_tx, stop, maker) = (
-            Arc::clone(&task_rx),
-            out_tx.clone(),
-            Arc::clone(&config.stop),
-            maker.clone(),
-        );
-        workers.push(std::thread::spawn(move || {
-            let state = dir.join("state");
-            loop {
-                let task = task_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
-                let Ok(task) = task else { return };
-                if stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                let outcome = check_one(&mut checker, &maker, &state, &task.candidate, total);
-                // A checker stopped by an interrupt said nothing about its state.
-                if stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                let broken = !matches!(outcome, WorkerAnswer::Judged(..));
-                let _ = out_tx.send(outcome);
-                if broken {
-                    return;
-                }
-            }
-        }));
-    }
-    drop(out_tx);
-    // Only the workers hold the receiver: when they have all stopped, a send
-    // fails instead of waiting forever.
-    drop(task_rx);
-
+    let mut pool = Pool::start(config, write, total)?;
     let mut run = Run {
         counts: Progress::default(),
         checked_here: 0,
+        ruled_out: 0,
+        per_model: FsModel::ALL
+            .iter()
+            .filter(|_| modelled)
+            .map(|m| (m.name().to_string(), 0))
+            .collect(),
         grouper: match annotate {
             Some(annotate) => Grouper::new(log, ignore).annotating(annotate),
             None => Grouper::new(log, ignore),
@@ -491,30 +340,14 @@ fn run_states(
         fatal: None,
         scratch_error: None,
     };
-    let mut cut = None;
+    let mut cut: Option<Cut>;
     // The first state is reported at once: a run shows it is alive from its
     // first second, then once a second.
     let mut last_report: Option<Instant> = None;
     let mut high_yield_seconds = None;
-    let mut ruled_out = 0;
-    let mut per_model: std::collections::BTreeMap<String, usize> = FsModel::ALL
-        .iter()
-        .filter(|_| modelled)
-        .map(|m| (m.name().to_string(), 0))
-        .collect();
-    'search: loop {
-        while let Ok(outcome) = out_rx.try_recv() {
-            run.absorb(outcome);
-        }
-        if config.stop.load(Ordering::SeqCst) {
-            cut = Some(Cut::Interrupted);
-        } else if run.scratch_error.is_some() {
-            cut = Some(Cut::OwnError);
-        } else if deadline.is_some_and(|d| Instant::now() >= d) {
-            cut = Some(Cut::TimeBudget);
-        } else if run.counts.checked >= config.max_states {
-            cut = Some(Cut::MaxStates);
-        }
+    loop {
+        pool.answers().for_each(|outcome| run.absorb(outcome));
+        cut = run.cut(config, deadline);
         if cut.is_some() || run.fatal.is_some() {
             break;
         }
@@ -532,44 +365,13 @@ fn run_states(
             }
             break;
         };
-        let models = candidate.models.clone();
-        if modelled
-            && config
-                .fs_model
-                .is_some_and(|model| !models.contains(&model))
-        {
-            ruled_out += 1;
+        if !run.counts_in(&candidate.models, modelled, config) {
             continue;
         }
-        for model in models {
-            *per_model.entry(model.name().to_string()).or_default() += 1;
-        }
-        // Every shard counts every state, so that the budget is the run's.
-        let ours = config.shard.is_none_or(|s| s.owns(run.counts.checked));
-        run.counts.checked += 1;
-        run.checked_here += usize::from(ours);
-        if !ours {
-            continue;
-        }
-        let mut task = Task { candidate };
-        loop {
-            match task_tx.try_send(task) {
-                Ok(()) => break,
-                Err(TrySendError::Full(back)) => {
-                    task = back;
-                    while let Ok(outcome) = out_rx.try_recv() {
-                        run.absorb(outcome);
-                    }
-                    if config.stop.load(Ordering::SeqCst)
-                        || run.fatal.is_some()
-                        || run.scratch_error.is_some()
-                    {
-                        continue 'search;
-                    }
-                    std::thread::sleep(Duration::from_micros(300));
-                }
-                Err(TrySendError::Disconnected(_)) => break 'search,
-            }
+        match run.hand_out(&pool, Task { candidate }, &config.stop) {
+            HandedOut::Queued => {}
+            HandedOut::Dropped => continue,
+            HandedOut::NoWorkers => break,
         }
         if last_report.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
             run.counts.duplicates = search.duplicates();
@@ -587,11 +389,8 @@ fn run_states(
     if cut == Some(Cut::Interrupted) {
         config.running.stop_all();
     }
-    drop(task_tx);
-    for worker in workers {
-        let _ = worker.join();
-    }
-    while let Ok(outcome) = out_rx.try_recv() {
+    pool.finish();
+    for outcome in pool.answers() {
         if cut != Some(Cut::Interrupted) {
             run.absorb(outcome);
         }
@@ -611,8 +410,8 @@ fn run_states(
         shard: config.shard,
         checked_here: run.checked_here,
         duplicates: search.duplicates(),
-        ruled_out,
-        per_model,
+        ruled_out: run.ruled_out,
+        per_model: run.per_model,
         coverage: search.summary(),
         finished: search.finished(),
         cut,
@@ -630,17 +429,96 @@ fn run_states(
     })
 }
 
+/// What became of a state handed to the pool.
+enum HandedOut {
+    /// A worker will check it.
+    Queued,
+    /// Not queued: a stop or a failure came first, which the loop then sees.
+    Dropped,
+    /// Not queued: every worker has ended.
+    NoWorkers,
+}
+
 /// The bookkeeping of one exploration.
 struct Run<'a> {
     counts: Progress,
     checked_here: usize,
+    /// States `--fs-model` cannot leave, skipped.
+    ruled_out: usize,
+    /// States checked per model that can leave them, by model name.
+    per_model: std::collections::BTreeMap<String, usize>,
     grouper: Grouper<'a>,
     fatal: Option<io::Error>,
     scratch_error: Option<io::Error>,
 }
 
 impl Run<'_> {
-    fn absorb(&mut self, outcome: WorkerAnswer) {
+    /// Counts a state of the search with `models` (if `modelled`), and says
+    /// whether this run checks it: not if `--fs-model` rules it out, nor if
+    /// it is another shard's.
+    fn counts_in(&mut self, models: &[FsModel], modelled: bool, config: &ExploreConfig) -> bool {
+        if modelled
+            && config
+                .fs_model
+                .is_some_and(|model| !models.contains(&model))
+        {
+            self.ruled_out += 1;
+            return false;
+        }
+        for model in models {
+            *self.per_model.entry(model.name().to_string()).or_default() += 1;
+        }
+        // Every shard counts every state, so that the budget is the run's.
+        let ours = config.shard.is_none_or(|s| s.owns(self.counts.checked));
+        self.counts.checked += 1;
+        self.checked_here += usize::from(ours);
+        ours
+    }
+
+    /// Why the run must end now, if it must (a failed checker ends it too,
+    /// as an error).
+    fn cut(&self, config: &ExploreConfig, deadline: Option<Instant>) -> Option<Cut> {
+        if config.stop.load(Ordering::SeqCst) {
+            Some(Cut::Interrupted)
+        } else if self.scratch_error.is_some() {
+            Some(Cut::OwnError)
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
+            Some(Cut::TimeBudget)
+        } else if self.counts.checked >= config.max_states {
+            Some(Cut::MaxStates)
+        } else {
+            None
+        }
+    }
+
+    /// Queues `task` for a worker, taking in answers while every worker is
+    /// busy.
+    fn hand_out<T: Clone + Send + 'static>(
+        &mut self,
+        pool: &Pool<T>,
+        mut task: Task<T>,
+        stop: &AtomicBool,
+    ) -> HandedOut {
+        loop {
+            match pool.try_send(task) {
+                Ok(()) => return HandedOut::Queued,
+                Err(TrySendError::Full(back)) => {
+                    task = back;
+                    pool.answers().for_each(|outcome| self.absorb(outcome));
+                    if stop.load(Ordering::SeqCst)
+                        || self.fatal.is_some()
+                        || self.scratch_error.is_some()
+                    {
+                        return HandedOut::Dropped;
+                    }
+                    std::thread::sleep(Duration::from_micros(300));
+                }
+                Err(TrySendError::Disconnected(_)) => return HandedOut::NoWorkers,
+            }
+        }
+    }
+
+    fn absorb<T>(&mut self, outcome: WorkerAnswer<T>) {
         match outcome {
             WorkerAnswer::Judged(_, Judgement::Accepted) => {}
             WorkerAnswer::Judged(c, Judgement::Rejected(status, output)) => {

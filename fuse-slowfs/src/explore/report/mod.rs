@@ -12,10 +12,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use slowfs_faults::crash::coverage::CoverageSummary;
 use slowfs_faults::crash::models::FsModel;
 use slowfs_faults::crash::oracle::Prediction;
 use slowfs_faults::crash::report::{Example, Group};
-use slowfs_faults::crash::search::CoverageSummary;
 use slowfs_faults::durability::{Log, NodeId};
 
 pub use compare::{Comparison, ModelRun};

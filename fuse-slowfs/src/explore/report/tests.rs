@@ -1,10 +1,10 @@
 //! Every path of a verdict, and the four views of it agreeing: the text's
 //! last line, the JSON (read back), the HTML page and the exit code.
 
+use slowfs_faults::crash::coverage::CoverageSummary;
 use slowfs_faults::crash::models::FsModel;
 use slowfs_faults::crash::oracle::ModelRunScope;
 use slowfs_faults::crash::report::{Example, Group};
-use slowfs_faults::crash::search::CoverageSummary;
 use slowfs_faults::durability::{Log, Tree};
 
 use super::*;
@@ -256,19 +256,12 @@ fn a_model_run_that_checked_everything_turns_an_unmatched_group_into_a_model_gap
 
 #[test]
 fn the_html_names_files_as_the_text_does_and_suggests_the_fix() {
-    use slowfs_faults::durability::{LogOp, NodeKind};
-    let mut log = Log::new(Tree::empty(1));
-    log.push(LogOp::Create {
-        dir: 1,
-        name: "doc.tmp".into(),
-        node: 4_611_686_018_427_387_904,
-        kind: NodeKind::File,
-    });
-    log.push(LogOp::Write {
-        node: 4_611_686_018_427_387_904,
-        offset: 0,
-        data: b"version 2\n".to_vec(),
-    });
+    // A node id as the recorder hands them out, past every inode number.
+    let doc = 4_611_686_018_427_387_904;
+    let log = slowfs_faults::durability::LogBuilder::new()
+        .create("doc.tmp", doc)
+        .write(doc, 0, b"version 2\n")
+        .build();
     let report = report(&with_violations(exploration()), ReportSettings::default());
     let html = crate::explore::html::page(&report, log.ops(), &op_names(&log));
     assert!(html.contains("write doc.tmp [0..10)"), "{html}");

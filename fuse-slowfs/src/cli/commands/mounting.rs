@@ -1,28 +1,19 @@
-//! What each subcommand does.
+//! `mount`, `mount-helper` (mount(8) and fstab), remounts, and the mount a
+//! command of `run` gets: from the fault flags to a running mount.
 
-use std::ffi::OsString;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use nix::sys::signal::{SigSet, Signal};
-use slowfs::control::{default_socket, nobody_listens, Command as CtlCommand};
-use slowfs::{ControlSocket, FaultTraceFile, Mount, MountConfig};
-use slowfs_faults::{FaultSpec, PROFILES};
-
-use slowfs::signals::{self, block_termination, wait_unless, Terminal};
-
-/// How long `slowfs run` lets the command react to a forwarded termination signal
-/// before it releases the command's parked requests and kills its process group.
-const GRACE: Duration = Duration::from_secs(5);
 use clap::Parser;
+use slowfs::signals::{block_termination, wait_unless};
+use slowfs::{ControlSocket, FaultTraceFile, Mount, MountConfig};
+use slowfs_faults::FaultSpec;
 
-use super::FaultArgs;
+use super::super::FaultArgs;
 
 /// Builds the fault spec from `--profile`, `--config` and `--set`, in that order.
-fn spec(args: &FaultArgs) -> anyhow::Result<FaultSpec> {
+pub(super) fn spec(args: &FaultArgs) -> anyhow::Result<FaultSpec> {
     let mut spec = FaultSpec::default();
     for profile in &args.profile {
         spec.add_profile(profile)?;
@@ -39,7 +30,11 @@ fn spec(args: &FaultArgs) -> anyhow::Result<FaultSpec> {
     Ok(spec)
 }
 
-fn config(args: &FaultArgs, backing: PathBuf, mountpoint: PathBuf) -> anyhow::Result<MountConfig> {
+pub(super) fn config(
+    args: &FaultArgs,
+    backing: PathBuf,
+    mountpoint: PathBuf,
+) -> anyhow::Result<MountConfig> {
     let mut config = MountConfig::new(backing, mountpoint);
     config.spec = spec(args)?;
     for list in &args.options {
@@ -86,7 +81,7 @@ fn config(args: &FaultArgs, backing: PathBuf, mountpoint: PathBuf) -> anyhow::Re
     Ok(config)
 }
 
-fn announce(mount: &Mount, seeded: bool, backing: &std::path::Path) {
+pub(super) fn announce(mount: &Mount, seeded: bool, backing: &std::path::Path) {
     note!(
         "slowfs: mounted {} over {} ({} rule(s))",
         mount.mountpoint().display(),
@@ -209,11 +204,11 @@ pub fn mount_helper(
         argv.extend(["-o".into(), list.into()]);
     }
     argv.push(mountpoint.into_os_string());
-    let cli = super::Cli::try_parse_from(argv)?;
+    let cli = super::super::Cli::try_parse_from(argv)?;
     if fake {
         return Ok(ExitCode::SUCCESS);
     }
-    super::run(cli)
+    super::super::run(cli)
 }
 
 /// slowfs's own `-o key=value` options.
@@ -388,7 +383,9 @@ pub fn mount_in_background(
 }
 
 /// The backing directory: `--backing`, or a fresh temporary one (removed afterwards).
-fn backing_dir(args: &FaultArgs) -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
+pub(super) fn backing_dir(
+    args: &FaultArgs,
+) -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
     match &args.backing {
         Some(dir) => Ok((dir.clone(), None)),
         None => {
@@ -398,317 +395,5 @@ fn backing_dir(args: &FaultArgs) -> anyhow::Result<(PathBuf, Option<tempfile::Te
                 .context("creating a temporary backing directory")?;
             Ok((temp.path().to_path_buf(), Some(temp)))
         }
-    }
-}
-
-pub fn run(args: FaultArgs, quiet: bool, command: Vec<OsString>) -> anyhow::Result<ExitCode> {
-    let signals = block_termination();
-    let (backing, _temp_backing) = backing_dir(&args)?;
-    let mountpoint = tempfile::Builder::new()
-        .prefix("slowfs-mnt-")
-        .tempdir()
-        .context("creating a temporary mountpoint")?;
-    let mount = Mount::start(config(&args, backing.clone(), mountpoint.path().into())?)?;
-    if !quiet {
-        announce(&mount, args.seed.is_some(), &backing);
-    }
-    let mut child = std::process::Command::new(&command[0]);
-    child
-        .args(&command[1..])
-        .env("SLOWFS_MOUNT", mount.mountpoint())
-        .env("SLOWFS_SEED", mount.seed().to_string());
-    if let Some(socket) = mount.control_socket() {
-        child.env("SLOWFS_CTL", socket);
-    }
-    // SAFETY: only async-signal-safe calls (sigprocmask, setpgid) between fork and exec.
-    unsafe {
-        child.pre_exec(|| {
-            SigSet::all()
-                .thread_unblock()
-                .map_err(std::io::Error::from)?;
-            // Its own process group, so that it and everything it starts can be
-            // ended together.
-            nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0))?;
-            Ok(())
-        });
-    }
-    let mut child = match child.spawn() {
-        Ok(child) => child,
-        Err(e) => {
-            drop(mount);
-            bail!("cannot start {:?}: {e}", command[0]);
-        }
-    };
-    let group = nix::unistd::Pid::from_raw(child.id() as i32);
-    let terminal = Terminal::hand_to(group);
-    // A termination signal goes on to the command's group; if it has not exited
-    // GRACE later, its parked requests are let go and the group is killed.
-    let release = mount.releaser();
-    std::thread::spawn(move || {
-        let mut escalation: Option<std::time::Instant> = None;
-        loop {
-            let timeout = escalation.map(|at| at.saturating_duration_since(Instant::now()));
-            match signals::wait_for(&signals, timeout.unwrap_or(Duration::from_secs(3600))) {
-                Some(signal) => {
-                    let _ = nix::sys::signal::killpg(group, signal);
-                    escalation.get_or_insert(Instant::now() + GRACE);
-                }
-                None if escalation.is_some_and(|at| Instant::now() >= at) => {
-                    note!(
-                        "slowfs: the command did not exit {} s after the signal; releasing \
-                         its requests and killing its process group",
-                        GRACE.as_secs()
-                    );
-                    release();
-                    let _ = nix::sys::signal::killpg(group, Signal::SIGKILL);
-                    escalation = None;
-                }
-                None => {}
-            }
-        }
-    });
-    let status = child.wait().context("waiting for the command")?;
-    drop(terminal);
-    if !quiet {
-        note_part!("{}", mount.stats().render());
-    }
-    mount.unmount().context("unmounting")?;
-    let code = match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(signal)) => {
-            if !quiet {
-                let name = Signal::try_from(signal).map_or("?", |s| s.as_str());
-                note!("slowfs: command killed by {name}");
-            }
-            128 + signal
-        }
-        _ => 1,
-    };
-    Ok(ExitCode::from(code.clamp(0, 255) as u8))
-}
-
-/// Sends a command to a daemon, saying on stderr what it waits for when the
-/// answer takes longer than a second.
-fn request(socket: &Path, command: &CtlCommand) -> std::io::Result<slowfs::control::Response> {
-    slowfs::control::request_noting_waits(socket, command, || {
-        note!(
-            "slowfs: waiting for the daemon at {} to answer (giving up after {} s) ...",
-            socket.display(),
-            slowfs::control::ANSWER_LIMIT.as_secs()
-        )
-    })
-}
-
-/// The control socket of the mount at `mountpoint`: `socket` if given, else
-/// the default one.
-pub fn socket_of(mountpoint: &Path, socket: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    Ok(match socket {
-        Some(socket) => socket,
-        None => default_socket(mountpoint)?,
-    })
-}
-
-pub fn ctl(
-    mountpoint: PathBuf,
-    socket: Option<PathBuf>,
-    command: CtlCommand,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    let socket = socket_of(&mountpoint, socket)?;
-    let response = request(&socket, &command)?;
-    if !response.ok {
-        note!("slowfs ctl: {}", response.message);
-        return Ok(ExitCode::FAILURE);
-    }
-    // A command with no data (set, clear, ...) prints its message either way.
-    if json && !response.data.is_null() {
-        say!("{}", serde_json::to_string_pretty(&response.data)?);
-    } else {
-        say!("{}", response.message.trim_end());
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn profiles(name: Option<String>) -> anyhow::Result<ExitCode> {
-    match name {
-        None => {
-            for p in PROFILES {
-                say!("{:<18} {}", p.name, p.summary);
-            }
-            say!("\n`slowfs profiles NAME` shows a profile's rules and sources.");
-        }
-        Some(name) => {
-            let Some(p) = slowfs_faults::profile(&name) else {
-                let names: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
-                bail!("unknown profile '{name}' (built-in: {})", names.join(", "));
-            };
-            say!(
-                "{}: {}\n\nwhere the numbers come from: {}\n\nrules:",
-                p.name,
-                p.summary,
-                p.source
-            );
-            for rule in p.rules {
-                say!("  {rule}");
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn check(file: PathBuf) -> anyhow::Result<ExitCode> {
-    let mut spec = FaultSpec::default();
-    spec.add_file(&file)?;
-    say!("{}: ok, {} rule(s)", file.display(), spec.rules.len());
-    if let Some(seed) = spec.seed {
-        say!("seed {seed}");
-    }
-    for rule in &spec.rules {
-        say!("  {rule}");
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Ends the slowfs at `mountpoint`: asks a live daemon to release its parked
-/// requests, unmount and exit, and waits for it; detaches a dead or silent one.
-pub fn umount(
-    mountpoint: &Path,
-    socket: Option<PathBuf>,
-    force: bool,
-    timeout: Duration,
-) -> anyhow::Result<ExitCode> {
-    let Some(entry) = slowfs::mount_table::slowfs_at(mountpoint) else {
-        bail!(
-            "no slowfs is mounted at {} (`findmnt -t fuse.slowfs` lists them)",
-            mountpoint.display()
-        );
-    };
-    end_mount(&entry, socket, force, timeout)
-}
-
-/// `umount --all`: every dead slowfs mount; with `force`, live ones too (the
-/// caller's own, or everyone's as root).
-pub fn umount_all(force: bool, timeout: Duration) -> anyhow::Result<ExitCode> {
-    // SAFETY: plain id query.
-    let uid = unsafe { libc::geteuid() };
-    let mut failed = false;
-    let mut skipped = 0;
-    for entry in slowfs::mount_table::slowfs_mount_entries() {
-        let mine = uid == 0 || entry.user_id == Some(uid);
-        if entry.is_dead() || (force && mine) {
-            failed |= end_mount(&entry, None, force, timeout)? != ExitCode::SUCCESS;
-        } else {
-            skipped += 1;
-            let why = if mine {
-                "live (--force ends it)"
-            } else {
-                "live, another user's"
-            };
-            say!("kept {}: {why}", entry.mountpoint.display());
-        }
-    }
-    if skipped == 0 && !failed {
-        say!("no slowfs mounts left");
-    }
-    Ok(if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
-}
-
-/// Ends one mount; `force` detaches one whose daemon is alive but does not answer.
-fn end_mount(
-    entry: &slowfs::mount_table::MountEntry,
-    socket: Option<PathBuf>,
-    force: bool,
-    timeout: Duration,
-) -> anyhow::Result<ExitCode> {
-    let mountpoint = &entry.mountpoint;
-    if entry.is_dead() {
-        detach(entry)?;
-        say!(
-            "unmounted {}: its daemon was gone; removed the dead mount",
-            mountpoint.display()
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    let socket = match socket {
-        Some(socket) => socket,
-        None => default_socket(mountpoint)?,
-    };
-    let answer = match request(&socket, &CtlCommand::Shutdown) {
-        Ok(answer) if answer.ok => answer,
-        // A daemon that answers is alive, even when it refuses: never cut it off
-        // unless told to.
-        Ok(answer) if !force => bail!(
-            "the daemon of {} answered but did not unmount: {} \
-             (`slowfs umount --force {}` detaches the mount anyway)",
-            mountpoint.display(),
-            answer.message,
-            mountpoint.display()
-        ),
-        // Connected but silent: stopped or overloaded, not dead.
-        Err(e) if !force && !nobody_listens(&e) => bail!(
-            "{e}. Nothing was changed: the daemon of {} still owns it. \
-             `slowfs umount --force {}` detaches the mount anyway (its pending \
-             requests fail with ENOTCONN)",
-            mountpoint.display(),
-            mountpoint.display()
-        ),
-        other => {
-            detach(entry)?;
-            let why = match other {
-                Err(e) if nobody_listens(&e) => {
-                    format!("no daemon answered at {}", socket.display())
-                }
-                Err(e) => format!("--force, and the daemon did not answer ({e})"),
-                Ok(answer) => format!("--force, and the daemon said: {}", answer.message),
-            };
-            say!(
-                "unmounted {}: {why}; detached the mount and aborted its \
-                 FUSE connection (requests still pending fail with ENOTCONN)",
-                mountpoint.display(),
-            );
-            return Ok(ExitCode::SUCCESS);
-        }
-    };
-    say!("{}", answer.message);
-    let Some(pid) = answer.data.get("pid").and_then(|p| p.as_i64()) else {
-        return Ok(ExitCode::SUCCESS);
-    };
-    let started = Instant::now();
-    while process_alive(pid as i32) {
-        if started.elapsed() > timeout {
-            note!(
-                "slowfs umount: daemon pid {pid} is still running after {timeout:?}; \
-                 `kill {pid}` ends it"
-            );
-            return Ok(ExitCode::FAILURE);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    say!(
-        "daemon pid {pid} exited after {} ms",
-        started.elapsed().as_millis()
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Detaches a mount and aborts its FUSE connection.
-fn detach(entry: &slowfs::mount_table::MountEntry) -> anyhow::Result<()> {
-    slowfs::mount::force_unmount(&entry.mountpoint)
-        .with_context(|| format!("unmounting {}", entry.mountpoint.display()))?;
-    slowfs::mount::abort_connection_minor(entry.connection);
-    Ok(())
-}
-
-/// Whether process `pid` still runs (a zombie has ended).
-fn process_alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
-        Err(_) => false,
     }
 }

@@ -222,119 +222,7 @@ async fn execute<E: Engine>(
     let mut model = SparseFile::default();
     let mut cursors = [0u64; 3];
     for (step, op) in ops.iter().enumerate() {
-        let at = |msg: String| format!("step {step} {op:?}: {msg}");
-        match op {
-            Op::WriteAt {
-                h,
-                offset,
-                len,
-                byte,
-            } => {
-                let (result, _) = handles[*h].write_at(vec![*byte; *len], *offset).await;
-                let n = result.map_err(|e| at(e.to_string()))?;
-                ensure(n <= *len, || {
-                    at(format!("reported {n} bytes written of {len}"))
-                })?;
-                ensure(n > 0 || *len == 0, || {
-                    at("a non-empty write moved 0 bytes".into())
-                })?;
-                model.write(*offset, &vec![*byte; n]);
-            }
-            Op::WriteAll {
-                h,
-                offset,
-                len,
-                byte,
-            } => {
-                handles[*h]
-                    .write_all_at(vec![*byte; *len], *offset)
-                    .await
-                    .0
-                    .map_err(|e| at(e.to_string()))?;
-                model.write(*offset, &vec![*byte; *len]);
-            }
-            Op::ReadAt { h, offset, len } => check_read_at(&handles[*h], &model, *offset, *len)
-                .await
-                .map_err(at)?,
-            Op::ReadExact { h, offset, len } => {
-                let (result, buf) = handles[*h].read_exact_at(vec![0; *len], *offset).await;
-                if *len == 0 || offset + *len as u64 <= model.len() {
-                    result.map_err(|e| at(e.to_string()))?;
-                    ensure(buf == model.read(*offset, *len), || {
-                        at("bytes differ from the model".into())
-                    })?;
-                } else {
-                    ensure(
-                        result
-                            .as_ref()
-                            .is_err_and(|e| e.kind() == io::ErrorKind::UnexpectedEof),
-                        || {
-                            at(format!(
-                                "reading past EOF gave {result:?}, expected UnexpectedEof"
-                            ))
-                        },
-                    )?;
-                }
-            }
-            Op::Append { len, byte } => {
-                handles[APPEND]
-                    .write_all_at(vec![*byte; *len], 0)
-                    .await
-                    .0
-                    .map_err(|e| at(e.to_string()))?;
-                let end = model.len();
-                model.write(end, &vec![*byte; *len]);
-            }
-            Op::SetLen { h, len } => {
-                handles[*h]
-                    .set_len(*len)
-                    .await
-                    .map_err(|e| at(e.to_string()))?;
-                model.set_len(*len);
-            }
-            Op::ReadMany { h, reads } => {
-                let bufs = reads
-                    .iter()
-                    .map(|&(off, len)| (off, vec![0; len]))
-                    .collect();
-                let results = handles[*h].read_many(bufs).await;
-                ensure(results.len() == reads.len(), || {
-                    at("wrong number of results".into())
-                })?;
-                for (&(offset, len), (result, buf)) in reads.iter().zip(results) {
-                    let n = result.map_err(|e| at(e.to_string()))?;
-                    check_read_result(&model, offset, len, n, &buf).map_err(at)?;
-                }
-            }
-            Op::WriteMany { h, writes } => {
-                let bufs = writes
-                    .iter()
-                    .map(|&(off, len, byte)| (off, vec![byte; len]))
-                    .collect();
-                let results = handles[*h].write_many(bufs).await;
-                ensure(results.len() == writes.len(), || {
-                    at("wrong number of results".into())
-                })?;
-                for (&(offset, len, byte), (result, _)) in writes.iter().zip(results) {
-                    let n = result.map_err(|e| at(e.to_string()))?;
-                    ensure(n <= len && (n > 0 || len == 0), || {
-                        at(format!("wrote {n} of {len}"))
-                    })?;
-                    model.write(offset, &vec![byte; n]);
-                }
-            }
-            Op::CursorRead { h, len } => {
-                let cursor = cursors[*h];
-                let (result, buf) = handles[*h].read(vec![0; *len]).await;
-                let n = result.map_err(|e| at(e.to_string()))?;
-                check_read_result(&model, cursor, *len, n, &buf).map_err(|e| {
-                    at(format!(
-                        "{e} (the cursor was at {cursor}: positioned ops must not move it)"
-                    ))
-                })?;
-                cursors[*h] += n as u64;
-            }
-        }
+        run_step(step, op, &handles, &mut model, &mut cursors).await?;
     }
     let whole = model.len().min(1 << 20);
     check_read_at(&handles[0], &model, 0, whole as usize)
@@ -342,6 +230,131 @@ async fn execute<E: Engine>(
         .map_err(|e| format!("final read: {e}"))?;
     for handle in handles {
         handle.close().await.map_err(|e| err("close", e))?;
+    }
+    Ok(())
+}
+
+/// Step `step` of a case: `op` on one of the three handles, checked against
+/// the model of the file (and of each handle's cursor).
+async fn run_step<F: EngineFile>(
+    step: usize,
+    op: &Op,
+    handles: &[F; 3],
+    model: &mut SparseFile,
+    cursors: &mut [u64; 3],
+) -> Result<(), String> {
+    let at = |msg: String| format!("step {step} {op:?}: {msg}");
+    match op {
+        Op::WriteAt {
+            h,
+            offset,
+            len,
+            byte,
+        } => {
+            let (result, _) = handles[*h].write_at(vec![*byte; *len], *offset).await;
+            let n = result.map_err(|e| at(e.to_string()))?;
+            ensure(n <= *len, || {
+                at(format!("reported {n} bytes written of {len}"))
+            })?;
+            ensure(n > 0 || *len == 0, || {
+                at("a non-empty write moved 0 bytes".into())
+            })?;
+            model.write(*offset, &vec![*byte; n]);
+        }
+        Op::WriteAll {
+            h,
+            offset,
+            len,
+            byte,
+        } => {
+            handles[*h]
+                .write_all_at(vec![*byte; *len], *offset)
+                .await
+                .0
+                .map_err(|e| at(e.to_string()))?;
+            model.write(*offset, &vec![*byte; *len]);
+        }
+        Op::ReadAt { h, offset, len } => check_read_at(&handles[*h], model, *offset, *len)
+            .await
+            .map_err(at)?,
+        Op::ReadExact { h, offset, len } => {
+            let (result, buf) = handles[*h].read_exact_at(vec![0; *len], *offset).await;
+            if *len == 0 || offset + *len as u64 <= model.len() {
+                result.map_err(|e| at(e.to_string()))?;
+                ensure(buf == model.read(*offset, *len), || {
+                    at("bytes differ from the model".into())
+                })?;
+            } else {
+                ensure(
+                    result
+                        .as_ref()
+                        .is_err_and(|e| e.kind() == io::ErrorKind::UnexpectedEof),
+                    || {
+                        at(format!(
+                            "reading past EOF gave {result:?}, expected UnexpectedEof"
+                        ))
+                    },
+                )?;
+            }
+        }
+        Op::Append { len, byte } => {
+            handles[APPEND]
+                .write_all_at(vec![*byte; *len], 0)
+                .await
+                .0
+                .map_err(|e| at(e.to_string()))?;
+            let end = model.len();
+            model.write(end, &vec![*byte; *len]);
+        }
+        Op::SetLen { h, len } => {
+            handles[*h]
+                .set_len(*len)
+                .await
+                .map_err(|e| at(e.to_string()))?;
+            model.set_len(*len);
+        }
+        Op::ReadMany { h, reads } => {
+            let bufs = reads
+                .iter()
+                .map(|&(off, len)| (off, vec![0; len]))
+                .collect();
+            let results = handles[*h].read_many(bufs).await;
+            ensure(results.len() == reads.len(), || {
+                at("wrong number of results".into())
+            })?;
+            for (&(offset, len), (result, buf)) in reads.iter().zip(results) {
+                let n = result.map_err(|e| at(e.to_string()))?;
+                check_read_result(model, offset, len, n, &buf).map_err(at)?;
+            }
+        }
+        Op::WriteMany { h, writes } => {
+            let bufs = writes
+                .iter()
+                .map(|&(off, len, byte)| (off, vec![byte; len]))
+                .collect();
+            let results = handles[*h].write_many(bufs).await;
+            ensure(results.len() == writes.len(), || {
+                at("wrong number of results".into())
+            })?;
+            for (&(offset, len, byte), (result, _)) in writes.iter().zip(results) {
+                let n = result.map_err(|e| at(e.to_string()))?;
+                ensure(n <= len && (n > 0 || len == 0), || {
+                    at(format!("wrote {n} of {len}"))
+                })?;
+                model.write(offset, &vec![byte; n]);
+            }
+        }
+        Op::CursorRead { h, len } => {
+            let cursor = cursors[*h];
+            let (result, buf) = handles[*h].read(vec![0; *len]).await;
+            let n = result.map_err(|e| at(e.to_string()))?;
+            check_read_result(model, cursor, *len, n, &buf).map_err(|e| {
+                at(format!(
+                    "{e} (the cursor was at {cursor}: positioned ops must not move it)"
+                ))
+            })?;
+            cursors[*h] += n as u64;
+        }
     }
     Ok(())
 }

@@ -236,6 +236,32 @@ async fn one_case<E: Engine>(
     let snapshot = returned.clone();
     mount.clear(Some(rule));
     mount.release();
+    drained(engine, mount).await?;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    ensure(returned == snapshot, || {
+        "a buffer returned to the caller after the cancel changed once the cancelled op completed"
+            .to_string()
+    })?;
+    if c.write {
+        let bytes = std::fs::read(mount.backing_path(name)).map_err(|e| e.to_string())?;
+        check_cancelled_write(&bytes, c, &finished, answer)?;
+    }
+    let (result, buf) = file.read_at(vec![0; 16], 0).await;
+    let n = result.map_err(|e| format!("the engine failed after a cancel: {e}"))?;
+    ensure(
+        n > 0 && n <= 16 && buf[..n].iter().all(|b| *b == OLD || *b == NEW),
+        || {
+            format!("after the cancel, read_at of 16 bytes at 0 returned {n} bytes that are not the file's")
+        },
+    )?;
+    file.close().await.map_err(|e| e.to_string())?;
+    plain.close().await.map_err(|e| e.to_string())?;
+    no_fd_leaked(&before, baseline).await
+}
+
+/// Waits up to 5 s for the engine and slowfs to have nothing in flight after
+/// the release.
+async fn drained<E: Engine>(engine: &E, mount: &slowfs::fixture::SlowMount) -> Result<(), String> {
     let mut drained = false;
     for _ in 0..500 {
         if engine.in_flight() == 0 && mount.waiting() == 0 {
@@ -250,45 +276,46 @@ async fn one_case<E: Engine>(
             engine.in_flight()
         )
     })?;
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    ensure(returned == snapshot, || {
-        "a buffer returned to the caller after the cancel changed once the cancelled op completed"
-            .to_string()
+    Ok(())
+}
+
+/// The file after a cancelled write of `c.len` bytes at 0: its size kept,
+/// each byte of the range old or new and nothing outside it changed, what a
+/// write that `finished` before the cancel reported in it, and no ghost
+/// write after an answer `cancelled`.
+fn check_cancelled_write(
+    bytes: &[u8],
+    c: &Case,
+    finished: &Option<(std::io::Result<usize>, Vec<u8>)>,
+    answer: Option<CancelAnswer>,
+) -> Result<(), String> {
+    ensure(bytes.len() == FILE, || {
+        format!("the file changed size to {}", bytes.len())
     })?;
-    if c.write {
-        let bytes = std::fs::read(mount.backing_path(name)).map_err(|e| e.to_string())?;
-        ensure(bytes.len() == FILE, || {
-            format!("the file changed size to {}", bytes.len())
-        })?;
-        ensure(
-            bytes[..c.len].iter().all(|b| *b == OLD || *b == NEW),
-            || "a byte of the cancelled write's range is neither old nor new".into(),
-        )?;
-        ensure(bytes[c.len..].iter().all(|b| *b == OLD), || {
-            "bytes outside the cancelled write's range changed".into()
-        })?;
-        if let Some((Ok(n), _)) = &finished {
-            ensure(bytes[..(*n).min(c.len)].iter().all(|b| *b == NEW), || {
-                format!("write_at reported {n} bytes written (it finished before the cancel), and they are not in the file: the engine does not do the I/O it reports")
-            })?;
-        }
-        ensure(
-            answer != Some(CancelAnswer::Cancelled) || bytes[..c.len].iter().all(|b| *b == OLD),
-            || {
-                "ghost write: the engine answered the write `cancelled`, then its data landed in the file (the operation kept running after the cancel returned)".into()
-            },
-        )?;
-    }
-    let (result, buf) = file.read_at(vec![0; 16], 0).await;
-    let n = result.map_err(|e| format!("the engine failed after a cancel: {e}"))?;
     ensure(
-        n > 0 && n <= 16 && buf[..n].iter().all(|b| *b == OLD || *b == NEW),
+        bytes[..c.len].iter().all(|b| *b == OLD || *b == NEW),
+        || "a byte of the cancelled write's range is neither old nor new".into(),
+    )?;
+    ensure(bytes[c.len..].iter().all(|b| *b == OLD), || {
+        "bytes outside the cancelled write's range changed".into()
+    })?;
+    if let Some((Ok(n), _)) = &finished {
+        ensure(bytes[..(*n).min(c.len)].iter().all(|b| *b == NEW), || {
+            format!("write_at reported {n} bytes written (it finished before the cancel), and they are not in the file: the engine does not do the I/O it reports")
+        })?;
+    }
+    ensure(
+        answer != Some(CancelAnswer::Cancelled) || bytes[..c.len].iter().all(|b| *b == OLD),
         || {
-            format!("after the cancel, read_at of 16 bytes at 0 returned {n} bytes that are not the file's")
+            "ghost write: the engine answered the write `cancelled`, then its data landed in the file (the operation kept running after the cancel returned)".into()
         },
     )?;
-    file.close().await.map_err(|e| e.to_string())?;
-    plain.close().await.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// No fd of this process is left open beyond the case's `baseline` (waited
+/// for up to 2 s: an engine may close asynchronously).
+async fn no_fd_leaked(before: &[String], baseline: usize) -> Result<(), String> {
     for _ in 0..200 {
         if open_fds() <= baseline {
             return Ok(());

@@ -209,6 +209,35 @@ pub fn run(scale: f64) -> anyhow::Result<Report> {
         round_trip.p50, round_trip_1000.p50
     );
 
+    let fixed = fixed_delays(&mount, &file, (round_trip, round_trip_1000), &n)?;
+    let distributions = distributions(&mount, &file, round_trip, &n)?;
+    let spikes = spikes(&mount, &file, &n)?;
+    let rates = rates(&mount, &path, scale)?;
+    drop(file);
+    drop(mount);
+
+    let profiles = profiles(n)?;
+    Ok(Report {
+        round_trip_us: round_trip,
+        round_trip_1000_us: round_trip_1000,
+        fixed,
+        distributions,
+        spikes,
+        rates,
+        profiles,
+    })
+}
+
+/// Fixed delays from 50 µs to 1 s, with 1,000 other requests parked all along:
+/// what a reader sees beyond the mount's own round trip (`round_trip`: one at
+/// a time, 1,000 at once).
+fn fixed_delays(
+    mount: &SlowMount,
+    file: &File,
+    (round_trip, round_trip_1000): (Percentiles, Percentiles),
+    n: &dyn Fn(usize) -> usize,
+) -> anyhow::Result<Vec<FixedRow>> {
+    let path = mount.path("f");
     // 1,000 requests parked for the whole measurement (hung reads of another file):
     // the timers must stay precise with that many waiting.
     std::fs::write(mount.backing_path("parked"), b"x")?;
@@ -242,7 +271,7 @@ pub fn run(scale: f64) -> anyhow::Result<Report> {
     ] {
         let delay_us = slowfs_faults::parse_duration(text).unwrap().as_secs_f64() * 1e6;
         let id = mount.set(&format!("read path=f delay={text}"))?;
-        let mut runs = vec![(1, serial_reads(&file, n(serial)), round_trip)];
+        let mut runs = vec![(1, serial_reads(file, n(serial)), round_trip)];
         if delay_us >= 10_000.0 {
             // 1,000 issued at once: on two cores, shorter delays measure the CPU time
             // of waking 1,000 threads, not the timer.
@@ -283,13 +312,25 @@ pub fn run(scale: f64) -> anyhow::Result<Report> {
         thread.join().expect("parked reader");
     }
 
+    Ok(fixed)
+}
+
+/// Delay distributions: the delays a reader sees against draws from the
+/// configured distribution (Kolmogorov-Smirnov), with and without a kernel
+/// sleep's overshoot.
+fn distributions(
+    mount: &SlowMount,
+    file: &File,
+    round_trip: Percentiles,
+    n: &dyn Fn(usize) -> usize,
+) -> anyhow::Result<Vec<DistRow>> {
     let mut distributions = Vec::new();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
     // A kernel sleep's overshoot around these distributions' medians.
     let overshoots = sleep_overshoots(Duration::from_millis(1), n(2000));
     for dist in ["lognormal(800us,0.6)", "normal(2ms,0.3ms)", "500us..3ms"] {
         let id = mount.set(&format!("read delay={dist}"))?;
-        let mut observed: Vec<f64> = serial_reads(&file, n(5000))
+        let mut observed: Vec<f64> = serial_reads(file, n(5000))
             .into_iter()
             .map(|s| s - round_trip.p50)
             .collect();
@@ -324,13 +365,22 @@ pub fn run(scale: f64) -> anyhow::Result<Report> {
         distributions.push(row);
     }
 
+    Ok(distributions)
+}
+
+/// Spikes: the share of reads past a threshold against the configured rate.
+fn spikes(
+    mount: &SlowMount,
+    file: &File,
+    n: &dyn Fn(usize) -> usize,
+) -> anyhow::Result<Vec<SpikeRow>> {
     let mut spikes = Vec::new();
     for (rule, rate, threshold_us) in [
         ("read delay=200us spike=0.02:20ms", 0.02, 10_000.0),
         ("read delay=1ms spike=0.005:100ms", 0.005, 50_000.0),
     ] {
         let id = mount.set(rule)?;
-        let samples = serial_reads(&file, n(3000));
+        let samples = serial_reads(file, n(3000));
         mount.clear(Some(id));
         let observed =
             samples.iter().filter(|&&s| s > threshold_us).count() as f64 / samples.len() as f64;
@@ -343,6 +393,11 @@ pub fn run(scale: f64) -> anyhow::Result<Report> {
         });
     }
 
+    Ok(spikes)
+}
+
+/// Throttles and IOPS limits: the steady rate reached against the set one.
+fn rates(mount: &SlowMount, path: &std::path::Path, scale: f64) -> anyhow::Result<Vec<RateRow>> {
     let mut rates = Vec::new();
     let seconds = 5.0 * scale.max(0.2);
     for (rule, set, block, threads) in [
@@ -356,8 +411,8 @@ pub fn run(scale: f64) -> anyhow::Result<Report> {
         let id = mount.set(rule)?;
         // The bucket starts full (its burst, 100 ms of the rate): measure the
         // steady rate after it is spent.
-        let _ = saturate(&path, threads, block, Duration::from_millis(300));
-        let (bytes, ops) = saturate(&path, threads, block, Duration::from_secs_f64(seconds));
+        let _ = saturate(path, threads, block, Duration::from_millis(300));
+        let (bytes, ops) = saturate(path, threads, block, Duration::from_secs_f64(seconds));
         mount.clear(Some(id));
         let observed = if rule.contains("throttle") {
             bytes as f64 / (1 << 20) as f64 / seconds
@@ -375,19 +430,7 @@ pub fn run(scale: f64) -> anyhow::Result<Report> {
             ratio: observed / set,
         });
     }
-    drop(file);
-    drop(mount);
-
-    let profiles = profiles(n)?;
-    Ok(Report {
-        round_trip_us: round_trip,
-        round_trip_1000_us: round_trip_1000,
-        fixed,
-        distributions,
-        spikes,
-        rates,
-        profiles,
-    })
+    Ok(rates)
 }
 
 /// Reads `block`s from `threads` threads for `time`; bytes and requests done.

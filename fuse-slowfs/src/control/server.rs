@@ -42,7 +42,7 @@ pub struct Served {
 impl Served {
     /// Whether the mount is gone from the mount table (unmounted, also from outside).
     fn ended(&self) -> bool {
-        !crate::unmount::mounted_here(&self.mountpoint, self.connection)
+        !crate::mount::unmount::mounted_here(&self.mountpoint, self.connection)
     }
 }
 
@@ -264,7 +264,7 @@ fn execute_served(served: &Served, command: Command) -> Response {
             let unmounted = if served.ended() {
                 Ok(())
             } else {
-                crate::unmount::unmount_after_release(
+                crate::mount::unmount::unmount_after_release(
                     &served.mountpoint,
                     served.connection,
                     Duration::from_secs(2),

@@ -99,7 +99,7 @@ pub(super) fn read(
                 })?;
                 // What this client wrote and has not written back is in its
                 // page cache for every local reader (see write_behind.rs).
-                if inner.nfs_client().is_some() {
+                if inner.is_nfs_client() {
                     inner.write_behind.overlay(ino.0, offset, len, &mut read);
                 }
                 Ok(read)
@@ -212,7 +212,7 @@ fn gather(
     // The VM's limits (see write_back.rs): past the background threshold the
     // flusher starts; past the hard limit this writer waits for its own
     // file's data to go (balance_dirty_pages).
-    let previous = match inner.dirty_limits {
+    let previous = match inner.mode.nfs().and_then(|nfs| nfs.dirty_limits) {
         Some(limits) if inner.write_behind.gathered_bytes() > limits.limit => {
             inner.flusher.kick();
             previous.or_else(|| inner.write_behind.take(ino.0))
@@ -267,7 +267,7 @@ pub(super) fn flush(
     // The COMMIT a close sends (what `flush` rules stand for under NFS) goes
     // only when it has WRITEs to commit: a read-only close, or one with
     // nothing written since the last fsync, sends nothing (nfs_wb_all).
-    let local = inner.nfs_client().is_some() && !(writer && inner.write_behind.dirty(ino.0));
+    let local = inner.is_nfs_client() && !(writer && inner.write_behind.dirty(ino.0));
     let path = inner.path_for(Op::Flush, ino.0);
     inner.serve(
         Ask::new(req, Op::Flush, &path).carrying(carry).local(local),
@@ -612,7 +612,7 @@ impl Inner {
     /// FUSE does the same: the kernel sends the WRITE at its size.
     fn backing_flags(&self, flags: i32) -> i32 {
         let flags = backing_flags(flags, self.writeback());
-        if self.nfs_client().is_some() {
+        if self.is_nfs_client() {
             flags & !libc::O_APPEND
         } else {
             flags

@@ -7,12 +7,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fuser::{FileAttr, FileType, FopenFlags, INodeNo};
 use slowfs_faults::Op;
 
+use super::mode::Mode;
 use super::Inner;
 
 impl Inner {
     /// Gives the mount a way to invalidate the kernel's caches.
     pub fn set_notifier(&self, notifier: fuser::Notifier) {
-        if self.nfs.is_some() {
+        if let Mode::NfsClient(_) = self.mode {
             self.negative_names.start(notifier.clone());
         }
         let _ = self.notifier.set(notifier);
@@ -30,7 +31,7 @@ impl Inner {
     /// under `--cache nfs` the client's adaptive time; else as [`Inner::ttl`],
     /// and not at all while it is open for writing in passthrough.
     pub(super) fn attr_ttl(&self, ino: u64, attr: &FileAttr) -> Duration {
-        if let Some((nfs, view)) = &self.nfs {
+        if let Mode::NfsClient(nfs) = &self.mode {
             let version = crate::client_cache::Version {
                 mtime: nanos(attr.mtime),
                 ctime: nanos(attr.ctime),
@@ -42,7 +43,7 @@ impl Inner {
                 // at another version of it go (see names.rs).
                 self.negative_names.revalidated(ino, version, None);
             }
-            return view.attributes(nfs, ino, dir, version);
+            return nfs.view.attributes(&nfs.settings, ino, dir, version);
         }
         if self.passthrough_writers.writing(ino) {
             Duration::ZERO
@@ -55,12 +56,14 @@ impl Inner {
     /// `--cache nfs` as long as the directory's attributes (none with
     /// `lookupcache=none`), else [`Inner::ttl`].
     pub(super) fn entry_ttl(&self, parent: u64) -> Duration {
-        match &self.nfs {
-            Some((nfs, _)) if nfs.lookupcache == crate::client_cache::LookupCache::None => {
+        match &self.mode {
+            Mode::NfsClient(nfs)
+                if nfs.settings.lookupcache == crate::client_cache::LookupCache::None =>
+            {
                 Duration::ZERO
             }
-            Some((nfs, view)) => view.directory_timeout(nfs, parent),
-            None => self.ttl(),
+            Mode::NfsClient(nfs) => nfs.view.directory_timeout(&nfs.settings, parent),
+            Mode::PageCache | Mode::Recording(_) | Mode::Crash(..) => self.ttl(),
         }
     }
 
@@ -68,12 +71,16 @@ impl Inner {
     /// exist: under `--cache nfs` only with `lookupcache=all`; else at most a
     /// second (no invalidation names them when a rule is added).
     pub(super) fn negative_ttl(&self, parent: u64) -> Duration {
-        match &self.nfs {
-            Some((nfs, _)) if nfs.lookupcache != crate::client_cache::LookupCache::All => {
+        match &self.mode {
+            Mode::NfsClient(nfs)
+                if nfs.settings.lookupcache != crate::client_cache::LookupCache::All =>
+            {
                 Duration::ZERO
             }
-            Some(_) => self.entry_ttl(parent),
-            None => self.entry_ttl(parent).min(Duration::from_secs(1)),
+            Mode::NfsClient(_) => self.entry_ttl(parent),
+            Mode::PageCache | Mode::Recording(_) | Mode::Crash(..) => {
+                self.entry_ttl(parent).min(Duration::from_secs(1))
+            }
         }
     }
 
@@ -81,11 +88,11 @@ impl Inner {
     /// wants to see lookups or getattrs, else `--tune attr-timeout` (60 s), so
     /// that a stat costs what it costs natively.
     pub(super) fn ttl(&self) -> Duration {
-        // After a crash the tree changes under the kernel's caches: never cache.
-        if self.crash.is_some() || self.wants_metadata_requests() {
-            Duration::ZERO
-        } else {
-            Duration::from_secs(self.tuning.attr_timeout.into())
+        match self.mode {
+            // After a crash the tree changes under the kernel's caches: never cache.
+            Mode::Crash(..) => Duration::ZERO,
+            _ if self.wants_metadata_requests() => Duration::ZERO,
+            _ => Duration::from_secs(self.options.tuning.attr_timeout.into()),
         }
     }
 
@@ -98,12 +105,19 @@ impl Inner {
     /// none did first makes the kernel forget the names and attributes it
     /// cached, so the rule acts on the very next stat.
     pub fn add_rule(&self, rule: slowfs_faults::Rule) -> u64 {
-        let cached = !self.wants_metadata_requests() && self.crash.is_none();
-        let id = self.plan.add(rule);
-        if cached && self.wants_metadata_requests() && self.nfs.is_none() {
-            self.forget_cached_metadata();
+        match self.mode {
+            // Nothing cached under the crash model; the NFS client's caches
+            // time out as a real client's do.
+            Mode::Crash(..) | Mode::NfsClient(_) => self.plan.add(rule),
+            Mode::PageCache | Mode::Recording(_) => {
+                let cached = !self.wants_metadata_requests();
+                let id = self.plan.add(rule);
+                if cached && self.wants_metadata_requests() {
+                    self.forget_cached_metadata();
+                }
+                id
+            }
         }
-        id
     }
 
     /// Invalidates every name and attribute the kernel may have cached: each
@@ -141,17 +155,20 @@ impl Inner {
     /// Whether reads and writes of this file must bypass the page cache, so that
     /// every one reaches the rules and short counts reach the caller.
     pub(super) fn open_flags(&self, path: &str) -> FopenFlags {
-        // Under the crash model every byte must reach the log and come back from
-        // the (possibly crashed) backing tree, so nothing is cached.
-        if self.crash.is_some() {
-            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
-        } else if self.nfs.is_some() {
+        match self.mode {
+            // Under the crash model every byte must reach the log and come back from
+            // the (possibly crashed) backing tree, so nothing is cached.
+            Mode::Crash(..) => {
+                return FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+            }
             // The NFS client caches whatever rules say: they apply to the
             // requests it sends (see close_to_open).
-            FopenFlags::empty()
-        } else if self.plan.touches_data_path(path) {
+            Mode::NfsClient(_) => return FopenFlags::empty(),
+            Mode::PageCache | Mode::Recording(_) => {}
+        }
+        if self.plan.touches_data_path(path) {
             FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
-        } else if self.strict_atime {
+        } else if self.options.strict_atime {
             // Each open starts with an empty page cache, so its reads reach the
             // backing file and move its atime (xfstests 003).
             FopenFlags::empty()

@@ -15,6 +15,7 @@ mod inodes;
 mod kernel_cache;
 mod lies;
 mod locks;
+mod mode;
 mod names;
 mod nfs_client;
 mod open_files;
@@ -48,6 +49,13 @@ use serve::{Ask, Carry};
 /// the control socket.
 #[derive(Debug)]
 pub struct Inner {
+    /// What this mount is (plain, NFS client, recording, crash model),
+    /// decided once at mount.
+    mode: mode::Mode,
+    /// What it was started with.
+    options: mode::Options,
+    /// What the kernel granted at INIT.
+    negotiated: mode::Negotiated,
     inodes: Inodes,
     handles: Handles,
     /// fcntl locks, under `--cache nfs:lock`.
@@ -58,9 +66,7 @@ pub struct Inner {
     write_behind: write_behind::WriteBehind,
     /// Names the kernel caches as missing, under `--cache nfs`.
     negative_names: names::NegativeNames,
-    /// The VM's write-back limits on gathered data (under `--cache nfs`
-    /// with write-behind), and the flusher's wake-up.
-    dirty_limits: Option<write_back::DirtyLimits>,
+    /// The flusher's wake-up (under `--cache nfs` with write-behind).
     flusher: Arc<write_back::Flusher>,
     /// The live fault rules.
     pub plan: Arc<FaultPlan>,
@@ -68,43 +74,12 @@ pub struct Inner {
     pub stats: Stats,
     /// Where delayed and hung requests wait.
     pub scheduler: Scheduler,
-    /// The FUSE settings to negotiate.
-    tuning: crate::Tuning,
-    /// Whether the writeback cache may be used at all (not while recording: the
-    /// log must see writes in program order).
-    writeback_allowed: bool,
-    /// Whether the kernel granted it.
-    writeback: std::sync::atomic::AtomicBool,
-    /// The operation log, on a recording mount.
-    recorder: Option<recorder::Recorder>,
-    /// With the strict crash model: the durable tree the log starts from.
-    crash: Option<crash::CrashState>,
-    /// Whether to ask the kernel for FUSE passthrough (`--passthrough auto`).
-    passthrough_wanted: bool,
-    /// Whether the kernel granted it.
-    passthrough: std::sync::atomic::AtomicBool,
-    /// Whether the kernel leaves the caller's umask to the daemon (FUSE_DONT_MASK),
-    /// so that a default ACL can take its place.
-    dont_mask: std::sync::atomic::AtomicBool,
     /// For telling the kernel that cached attributes are stale.
     notifier: std::sync::OnceLock<fuser::Notifier>,
     /// Files open for writing in kernel passthrough, whose times the daemon
     /// does not see change (an mmap store, a write): their attributes are not
     /// cached, so that stat shows the new mtime and ctime at once.
     passthrough_writers: PassthroughWriters,
-    /// `-o noatime` where the backing mount could not be cloned with it: the
-    /// daemon's own opens (not kernel passthrough's) ask for O_NOATIME.
-    no_atime: bool,
-    /// `-o strictatime`: every read must reach the backing file, so no page
-    /// cache is kept across opens (a read from it would not move the atime).
-    strict_atime: bool,
-    /// `--cache nfs` (without a log or crash model): the NFS client's
-    /// settings, and what it has seen of each file. Every NFS behaviour asks
-    /// this (or [`Inner::nfs_client`]), set once at mount.
-    nfs: Option<(
-        crate::client_cache::NfsCache,
-        crate::client_cache::ClientView,
-    )>,
 }
 
 /// What a mount asks of its filesystem besides rules and tuning.
@@ -222,47 +197,31 @@ impl SlowFs {
                 "name"
             }
         );
-        // Whether this mount is an NFS client, decided once: `--cache nfs`
-        // unless a log records the tree (it must see each write and name as
-        // the caller made it; the crash model records too).
-        let nfs_client = match mode.cache {
-            crate::CachePolicy::Nfs(nfs) if !mode.durability.records() => Some(nfs),
-            _ => None,
-        };
         let inner = Arc::new(Inner {
+            mode: mode::Mode::resolve(backing, mode)?,
+            options: mode::Options {
+                tuning,
+                // Under `--cache nfs` every request is an RPC the rules see.
+                passthrough_wanted: mode.passthrough
+                    && !mode.durability.records()
+                    && mode.cache == crate::CachePolicy::EveryCall,
+                writeback_allowed: !mode.durability.records(),
+                no_atime,
+                strict_atime,
+            },
+            negotiated: Default::default(),
             inodes,
             handles: Handles::default(),
             locks: Default::default(),
             open_files: Default::default(),
             write_behind: Default::default(),
             negative_names: Default::default(),
-            dirty_limits: nfs_client
-                .filter(|nfs| !nfs.sync)
-                .map(|nfs| write_back::DirtyLimits::of(&nfs)),
             flusher: Default::default(),
             plan,
             stats: Stats::default(),
             scheduler: new_scheduler(mode)?,
-            tuning,
-            writeback_allowed: !mode.durability.records(),
-            writeback: Default::default(),
-            recorder: mode.durability.records().then(recorder::Recorder::default),
-            // Under `--cache nfs` every request is an RPC the rules see.
-            passthrough_wanted: mode.passthrough
-                && !mode.durability.records()
-                && mode.cache == crate::CachePolicy::EveryCall,
-            passthrough: Default::default(),
-            dont_mask: Default::default(),
             notifier: Default::default(),
             passthrough_writers: Default::default(),
-            no_atime,
-            strict_atime,
-            nfs: nfs_client.map(|nfs| (nfs, Default::default())),
-            crash: if mode.durability.crashes() {
-                Some(crash::CrashState::new(backing)?)
-            } else {
-                None
-            },
         });
         // The VM's flusher, under --cache nfs with write-behind.
         write_back::start(&inner);
@@ -278,23 +237,28 @@ impl SlowFs {
 impl Inner {
     /// Whether the kernel caches writes (FUSE writeback cache).
     fn writeback(&self) -> bool {
-        self.writeback.load(std::sync::atomic::Ordering::Relaxed)
+        self.negotiated.writeback()
     }
 
     /// Whether this mount is an NFS client (`--cache nfs`).
     pub fn is_nfs_client(&self) -> bool {
-        self.nfs.is_some()
+        matches!(self.mode, mode::Mode::NfsClient(_))
+    }
+
+    /// Whether this mount has the strict crash model.
+    pub fn has_crash_model(&self) -> bool {
+        matches!(self.mode, mode::Mode::Crash(..))
     }
 
     /// The operations recorded so far (empty unless recording).
     pub fn recorded(&self) -> Vec<slowfs_faults::durability::LogOp> {
-        self.recorder.as_ref().map(|r| r.ops()).unwrap_or_default()
+        self.mode.recorder().map(|r| r.ops()).unwrap_or_default()
     }
 
     /// The mask a create of this request must apply: the caller's umask when the
     /// kernel left it to us, else none (the kernel already applied it).
     fn create_mask(&self, umask: u32) -> u32 {
-        if self.dont_mask.load(std::sync::atomic::Ordering::Relaxed) {
+        if self.negotiated.dont_mask() {
             umask
         } else {
             0
@@ -309,7 +273,7 @@ impl Inner {
         flags: i32,
         mut open: impl FnMut(i32) -> sys::SysResult<T>,
     ) -> sys::SysResult<T> {
-        if !self.no_atime {
+        if !self.options.no_atime {
             return open(flags);
         }
         match open(flags | libc::O_NOATIME) {

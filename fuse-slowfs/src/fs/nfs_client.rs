@@ -6,16 +6,25 @@
 
 use fuser::{Errno, FileHandle, FopenFlags};
 
+use super::mode::NfsClient;
 use super::{sys, Inner};
 
 impl Inner {
+    /// The NFS client's settings where this mount is one (silly renames,
+    /// gathered writes, caching): under `--cache nfs`, unless a log or crash
+    /// model records the tree, which must see each name and write as the
+    /// caller made it. Decided once, at mount ([`Mode::resolve`](super::mode::Mode::resolve)).
+    pub(super) fn nfs_client(&self) -> Option<&crate::client_cache::NfsCache> {
+        self.mode.nfs().map(|nfs| &nfs.settings)
+    }
+
     /// Under `--cache nfs`, an open of `ino` (its backing file `fd`) as the NFS
     /// client does it: the cached pages are kept only if the file is as this
     /// client last saw it, and with close-to-open the cached attributes are
     /// dropped, so the next stat or read asks again (the client's GETATTR at
     /// open). `None` on other mounts.
     pub(super) fn close_to_open(&self, ino: u64, fd: &std::os::fd::OwnedFd) -> Option<FopenFlags> {
-        let (nfs, _) = self.nfs.as_ref()?;
+        let nfs = &self.mode.nfs()?.settings;
         if !nfs.cto || self.revalidate_fd(ino, sys::raw(fd)) {
             Some(FopenFlags::FOPEN_KEEP_CACHE)
         } else {
@@ -28,7 +37,12 @@ impl Inner {
     /// read asks again, and the cached pages too if the file changed since
     /// this client last saw it. Returns whether the pages are still current.
     pub(super) fn revalidate_fd(&self, ino: u64, fd: std::os::fd::RawFd) -> bool {
-        let Some((nfs, view)) = self.nfs.as_ref() else {
+        let Some(NfsClient {
+            settings: nfs,
+            view,
+            ..
+        }) = self.mode.nfs()
+        else {
             return true;
         };
         self.attributes_changed(ino);
@@ -55,7 +69,12 @@ impl Inner {
     /// the file is now is what it knows, as an NFS client learns it from the
     /// WRITE's reply (so its own writes do not drop its cache at the next open).
     pub(super) fn wrote_here(&self, ino: u64, fd: std::os::fd::RawFd) {
-        if let Some((nfs, view)) = &self.nfs {
+        if let Some(NfsClient {
+            settings: nfs,
+            view,
+            ..
+        }) = self.mode.nfs()
+        {
             if let Ok(st) = sys::stat_fd(fd) {
                 view.changed_here(nfs, ino, crate::client_cache::Version::of(&st));
             }
@@ -66,9 +85,9 @@ impl Inner {
     /// under `softerr`).
     pub(super) fn soft_timeout_errno(&self) -> Errno {
         Errno::from_i32(
-            self.nfs
-                .as_ref()
-                .map_or(libc::EIO, |(nfs, _)| nfs.recovery.gave_up_errno()),
+            self.mode
+                .nfs()
+                .map_or(libc::EIO, |nfs| nfs.settings.recovery.gave_up_errno()),
         )
     }
 }

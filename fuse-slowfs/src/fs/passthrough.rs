@@ -6,7 +6,6 @@
 //! it (`slowfs ctl MNT rules` says how many handles are exempt). All passthrough
 //! opens of one inode share one backing id, as the kernel requires.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use fuser::{BackingId, INodeNo};
@@ -17,7 +16,7 @@ use super::{sys, Inner};
 impl Inner {
     /// Whether an open of `path` goes into passthrough.
     pub(super) fn passthrough_for(&self, path: &str) -> bool {
-        self.passthrough.load(Ordering::Relaxed) && !self.plan.touches_data_path(path)
+        self.negotiated.passthrough() && !self.plan.touches_data_path(path)
     }
 
     /// The backing id for `inode`'s passthrough opens: the live one, or a new one

@@ -4,6 +4,7 @@
 mod attributes;
 mod changes;
 pub(crate) mod contain;
+mod controls;
 mod crash;
 mod directories;
 mod entries;
@@ -39,6 +40,7 @@ use slowfs_faults::{FaultPlan, Op};
 use crate::mount_options::Atime;
 use crate::scheduler::Scheduler;
 use crate::stats::Stats;
+pub use controls::Controls;
 pub use crash::DurabilityReport;
 use handles::Handles;
 use inodes::Inodes;
@@ -46,7 +48,7 @@ use passthrough::PassthroughWriters;
 use serve::{Ask, Carry};
 
 /// Shared state of a mounted slowfs: reachable from FUSE handlers, parked jobs and
-/// the control socket.
+/// the control socket (which sees it through [`Controls`]).
 #[derive(Debug)]
 pub struct Inner {
     /// What this mount is (plain, NFS client, recording, crash model),
@@ -308,11 +310,6 @@ impl Inner {
     /// Open file handles right now (for leak checks).
     pub fn open_handles(&self) -> usize {
         self.handles.len()
-    }
-
-    /// Inodes the kernel holds right now.
-    pub fn known_inodes(&self) -> usize {
-        self.inodes.len()
     }
 
     /// Mount-relative path of an inode, computed only when a rule could care.

@@ -27,7 +27,7 @@ use slowfs_faults::trace::FaultTrace;
 use slowfs_faults::FaultPlan;
 
 use crate::control::{default_socket, ControlServer, Served};
-use crate::fs::{FsMode, Inner, SlowFs};
+use crate::fs::{Controls, FsMode, Inner, SlowFs};
 use crate::stats::StatsReport;
 
 pub use config::{ControlSocket, Durability, FaultTraceFile, MountConfig};
@@ -94,7 +94,7 @@ impl Mount {
         };
         if let Some(socket) = socket {
             let served = Served {
-                inner,
+                controls: Controls::of(inner),
                 mountpoint: mountpoint.clone(),
                 connection,
             };

@@ -222,7 +222,7 @@ impl Drop for SlowMount {
         };
         let mountpoint = mount.mountpoint().to_path_buf();
         drop(mount);
-        let still = crate::mount_table::slowfs_mounts().contains(&mountpoint);
+        let still = crate::mount::table::slowfs_mounts().contains(&mountpoint);
         if still && !std::thread::panicking() {
             panic!("{} is still mounted after drop", mountpoint.display());
         }

@@ -23,27 +23,22 @@ pub mod browser;
 pub mod client_cache;
 pub mod control;
 pub mod explore;
-mod fd_passing;
 #[cfg(feature = "fixture")]
 pub mod fixture;
 pub(crate) mod fs;
-mod fusermount;
-mod guard;
-pub mod holders;
 pub mod limits;
 pub mod mount;
 pub mod mount_options;
-pub mod mount_table;
 mod scheduler;
 pub mod signals;
 pub mod stats;
 pub mod sync_watch;
 pub mod tree_io;
 pub mod tuning;
-mod unmount;
 
 pub use client_cache::CachePolicy;
 pub use fs::DurabilityReport;
+pub use mount::{holders, table as mount_table};
 pub use mount::{ControlSocket, Durability, FaultTraceFile, Mount, MountConfig};
 pub use stats::StatsReport;
 pub use tuning::Tuning;

@@ -131,8 +131,10 @@ pub fn watch(
     socket: UnixStream,
     on_sync: impl Fn() + Send + 'static,
 ) -> io::Result<JoinHandle<()>> {
-    let listener =
-        crate::fd_passing::receive_fd(&socket, "the workload did not send its seccomp listener")?;
+    let listener = crate::mount::fd_passing::receive_fd(
+        &socket,
+        "the workload did not send its seccomp listener",
+    )?;
     std::thread::Builder::new()
         .name("slowfs-sync-watch".into())
         .spawn(move || serve(listener, on_sync))

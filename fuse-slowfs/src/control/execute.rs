@@ -3,17 +3,15 @@
 
 use slowfs_faults::parse_rule;
 
-use crate::fs::Inner;
+use crate::fs::Controls;
 
 use super::protocol::{Command, Response};
 
 /// Carries out one command against a mount.
-pub fn execute(inner: &Inner, command: Command) -> Response {
+pub fn execute(mount: &Controls, command: Command) -> Response {
     match command {
         Command::Stats => {
-            let mut report = inner.stats.report(inner.plan.report());
-            report.parked = inner.scheduler.waiting() as u64;
-            report.hung = inner.scheduler.hung() as u64;
+            let report = mount.stats();
             Response::ok(
                 report.render(),
                 serde_json::to_value(&report).expect("stats serialize"),
@@ -21,12 +19,12 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
         }
         Command::Set { rule } => match parse_rule(&rule) {
             Ok(rule)
-                if rule.action.needs_crash_model() && inner.durability_report().is_none() =>
+                if rule.action.needs_crash_model() && !mount.has_crash_model() =>
             {
                 Response::fail(format!(
                     "`{}` rules work on what is durable: they need a mount started with a crash model (--crash-model strict){}",
                     rule.action.keyword(),
-                    if inner.is_nfs_client() {
+                    if mount.is_nfs_client() {
                         ", which --cache nfs cannot have (the crash model must see every write when it is made; the NFS client gathers them)"
                     } else {
                         ""
@@ -35,7 +33,7 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
             }
             Ok(rule) => {
                 let text = rule.to_string();
-                let id = inner.add_rule(rule);
+                let id = mount.add_rule(rule);
                 Response::ok(
                     format!("added rule #{id}: {text}"),
                     serde_json::json!({ "id": id }),
@@ -44,7 +42,7 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
             Err(e) => Response::fail(e.to_string()),
         },
         Command::Clear { id } => {
-            let removed = inner.plan.clear(id);
+            let removed = mount.plan().clear(id);
             // The rules' matchers and index were spread over the worker
             // threads' malloc arenas: hand the freed pages back, so that a
             // clear returns the memory the rules took.
@@ -64,8 +62,8 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
             }
         }
         Command::Rules => {
-            let rules = inner.plan.report();
-            let exempt = inner.passthrough_handles();
+            let rules = mount.plan().report();
+            let exempt = mount.passthrough_handles();
             let mut text = if rules.is_empty() {
                 "no rules".to_string()
             } else {
@@ -87,13 +85,13 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
             Response::ok(text, serde_json::Value::Array(data))
         }
         Command::Crash => {
-            if inner.crash_now() {
+            if mount.crash() {
                 Response::ok("crashed: the tree is now its durable state; handles opened before fail with EIO", serde_json::Value::Null)
             } else {
                 Response::fail("this mount has no crash model (start it with --crash-model strict)")
             }
         }
-        Command::Durable => match inner.durability_report() {
+        Command::Durable => match mount.durability() {
             Some(report) => {
                 let mut text = format!(
                     "{} operation(s) since the mount or last crash; {} not durable; {} path(s) a crash now would change",
@@ -117,7 +115,7 @@ pub fn execute(inner: &Inner, command: Command) -> Response {
             Response::fail("this command needs the mount's control server")
         }
         Command::Release => {
-            let released = inner.scheduler.release();
+            let released = mount.release();
             Response::ok(
                 format!("released {released} hung request(s)"),
                 serde_json::json!({ "released": released }),

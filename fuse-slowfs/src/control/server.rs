@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::fs::Inner;
+use crate::fs::Controls;
 
 use super::execute::execute;
 use super::protocol::{Command, Response, MAX_CONNECTIONS, MAX_LINE};
@@ -31,8 +31,8 @@ pub struct ControlServer {
 /// What the control server needs to end its mount (`Shutdown`).
 #[derive(Clone, Debug)]
 pub struct Served {
-    /// The mount's state.
-    pub inner: Arc<Inner>,
+    /// What the socket may do to the mount.
+    pub controls: Controls,
     /// Where it is mounted.
     pub mountpoint: PathBuf,
     /// The FUSE connection's device, for aborting it.
@@ -42,7 +42,7 @@ pub struct Served {
 impl Served {
     /// Whether the mount is gone from the mount table (unmounted, also from outside).
     fn ended(&self) -> bool {
-        !crate::unmount::mounted_here(&self.mountpoint, self.connection)
+        !crate::mount::unmount::mounted_here(&self.mountpoint, self.connection)
     }
 }
 
@@ -258,13 +258,13 @@ fn execute_served(served: &Served, command: Command) -> Response {
             )
         }
         Command::Shutdown => {
-            let parked = served.inner.scheduler.waiting();
+            let parked = served.controls.waiting();
             // Parked requests answer at once, so nothing waits on a fault.
-            served.inner.scheduler.drain(Duration::from_secs(2));
+            served.controls.drain(Duration::from_secs(2));
             let unmounted = if served.ended() {
                 Ok(())
             } else {
-                crate::unmount::unmount_after_release(
+                crate::mount::unmount::unmount_after_release(
                     &served.mountpoint,
                     served.connection,
                     Duration::from_secs(2),
@@ -285,6 +285,6 @@ fn execute_served(served: &Served, command: Command) -> Response {
                 )),
             }
         }
-        command => execute(&served.inner, command),
+        command => execute(&served.controls, command),
     }
 }

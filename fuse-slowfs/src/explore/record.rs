@@ -79,9 +79,9 @@ pub fn record_over(
     pid.store(0, Ordering::SeqCst);
     // Taken only once nothing holds the mount: a loop device or a process
     // still using it may write more, and the log would not be the run's.
-    let held = crate::holders::wait_released(mount.mountpoint(), HOLD_GRACE);
+    let held = crate::mount::holders::wait_released(mount.mountpoint(), HOLD_GRACE);
     if !held.is_empty() {
-        let detached = crate::holders::release_loop_devices(&held);
+        let detached = crate::mount::holders::release_loop_devices(&held);
         drop(mount);
         let list = held
             .iter()

@@ -236,7 +236,7 @@ impl Inner {
     /// time is out, as on Linux (`__nfs_revalidate_inode` marks the inode
     /// stale, fs/nfs/inode.c); an fstat of a file still open says ESTALE.
     fn check_still_named(&self, st: libc::stat) -> SysResult<libc::stat> {
-        if self.nfs_client().is_some() && st.st_nlink == 0 {
+        if self.is_nfs_client() && st.st_nlink == 0 {
             return Err(Errno::ESTALE);
         }
         Ok(st)
@@ -247,7 +247,7 @@ impl Inner {
     /// NFS client trusts its own size while it has dirty pages; a GETATTR
     /// that another request's WRITE has not reached yet must not shrink it).
     fn own_size(&self, ino: u64, mut st: libc::stat) -> libc::stat {
-        if self.nfs_client().is_some() && st.st_mode & libc::S_IFMT == libc::S_IFREG {
+        if self.is_nfs_client() && st.st_mode & libc::S_IFMT == libc::S_IFREG {
             let extent = self.write_behind.extent(ino) as i64;
             st.st_size = st.st_size.max(extent);
         }

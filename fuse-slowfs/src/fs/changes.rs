@@ -77,7 +77,7 @@ pub(super) enum Change<'a> {
 impl Inner {
     /// Tells the watching layers that the backing tree changed.
     pub(super) fn changed(&self, change: Change<'_>) {
-        if let Some(recorder) = &self.recorder {
+        if let Some(recorder) = self.mode.recorder() {
             if let Some(op) = self.log_op(change) {
                 recorder.push(op);
             }
@@ -87,6 +87,6 @@ impl Inner {
     /// Whether a layer needs to know which nodes a rename moves (looked up
     /// before the rename, at the cost of a stat or two).
     pub(super) fn wants_moved_nodes(&self) -> bool {
-        self.recorder.is_some()
+        self.mode.recorder().is_some()
     }
 }

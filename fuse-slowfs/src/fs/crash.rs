@@ -58,7 +58,7 @@ impl Inner {
 
     /// Power loss now. Without the crash model, nothing happens.
     pub fn crash_now(&self) -> bool {
-        let Some(crash) = &self.crash else {
+        let Some(crash) = self.mode.crash() else {
             return false;
         };
         let mut crashes = crash.crashes.lock().unwrap();
@@ -81,7 +81,7 @@ impl Inner {
             Ok(tree) => *crash.initial.lock().unwrap() = tree,
             Err(e) => tracing::error!("crash: rewriting {} failed: {e}", crash.backing.display()),
         }
-        if let Some(recorder) = &self.recorder {
+        if let Some(recorder) = self.mode.recorder() {
             recorder.clear();
         }
         self.inodes.reset_to_root();
@@ -91,7 +91,7 @@ impl Inner {
 
     /// What a crash now would lose; `None` without the crash model.
     pub fn durability_report(&self) -> Option<DurabilityReport> {
-        let crash = self.crash.as_ref()?;
+        let crash = self.mode.crash()?;
         let log = self.current_log(crash);
         let k = log.ops().len();
         let names = node_names(&log);

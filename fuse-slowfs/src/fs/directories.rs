@@ -60,7 +60,12 @@ impl Inner {
     /// for dropping negative entries (none under `nocto`: nothing is
     /// revalidated at open). Elsewhere: no caching, nothing to revalidate.
     fn revalidate_directory(&self, ino: u64, fd: RawFd) -> (FopenFlags, Option<Version>) {
-        let Some((nfs, view)) = &self.nfs else {
+        let Some(super::mode::NfsClient {
+            settings: nfs,
+            view,
+            ..
+        }) = self.mode.nfs()
+        else {
             return (FopenFlags::empty(), None);
         };
         let cached = FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE;

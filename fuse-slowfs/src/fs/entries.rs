@@ -37,7 +37,7 @@ pub(super) fn lookup(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, 
                 // long as an existing one is cached: the create that usually
                 // follows skips a lookup round trip.
                 Err(fuser::Errno::ENOENT) if !negative_ttl.is_zero() => {
-                    if let (Ok(dir), Some(_)) = (&dir, &inner.nfs) {
+                    if let (Ok(dir), Some(_)) = (&dir, inner.mode.nfs()) {
                         // Stamped with the directory's version (nfs_set_verifier).
                         if let Ok(st) = sys::stat_fd(dir.raw()) {
                             let version = crate::client_cache::Version::of(&st);

@@ -99,7 +99,7 @@ pub(super) fn read(
                 })?;
                 // What this client wrote and has not written back is in its
                 // page cache for every local reader (see write_behind.rs).
-                if inner.nfs_client().is_some() {
+                if inner.is_nfs_client() {
                     inner.write_behind.overlay(ino.0, offset, len, &mut read);
                 }
                 Ok(read)
@@ -212,7 +212,7 @@ fn gather(
     // The VM's limits (see write_back.rs): past the background threshold the
     // flusher starts; past the hard limit this writer waits for its own
     // file's data to go (balance_dirty_pages).
-    let previous = match inner.dirty_limits {
+    let previous = match inner.mode.nfs().and_then(|nfs| nfs.dirty_limits) {
         Some(limits) if inner.write_behind.gathered_bytes() > limits.limit => {
             inner.flusher.kick();
             previous.or_else(|| inner.write_behind.take(ino.0))
@@ -267,7 +267,7 @@ pub(super) fn flush(
     // The COMMIT a close sends (what `flush` rules stand for under NFS) goes
     // only when it has WRITEs to commit: a read-only close, or one with
     // nothing written since the last fsync, sends nothing (nfs_wb_all).
-    let local = inner.nfs_client().is_some() && !(writer && inner.write_behind.dirty(ino.0));
+    let local = inner.is_nfs_client() && !(writer && inner.write_behind.dirty(ino.0));
     let path = inner.path_for(Op::Flush, ino.0);
     inner.serve(
         Ask::new(req, Op::Flush, &path).carrying(carry).local(local),
@@ -612,7 +612,7 @@ impl Inner {
     /// FUSE does the same: the kernel sends the WRITE at its size.
     fn backing_flags(&self, flags: i32) -> i32 {
         let flags = backing_flags(flags, self.writeback());
-        if self.nfs_client().is_some() {
+        if self.is_nfs_client() {
             flags & !libc::O_APPEND
         } else {
             flags
@@ -660,83 +660,6 @@ impl Inner {
                 self.write_behind.sample(ino),
                 std::sync::atomic::Ordering::SeqCst,
             );
-        }
-    }
-
-    /// Under `--cache nfs`, an open of `ino` (its backing file `fd`) as the NFS
-    /// client does it: the cached pages are kept only if the file is as this
-    /// client last saw it, and with close-to-open the cached attributes are
-    /// dropped, so the next stat or read asks again (the client's GETATTR at
-    /// open). `None` on other mounts.
-    fn close_to_open(&self, ino: u64, fd: &std::os::fd::OwnedFd) -> Option<FopenFlags> {
-        let (nfs, _) = self.nfs.as_ref()?;
-        if !nfs.cto || self.revalidate_fd(ino, sys::raw(fd)) {
-            Some(FopenFlags::FOPEN_KEEP_CACHE)
-        } else {
-            Some(FopenFlags::empty())
-        }
-    }
-
-    /// Under `--cache nfs`, a consistency point (an open with close-to-open, a
-    /// lock taken): the cached attributes are dropped, so the next stat or
-    /// read asks again, and the cached pages too if the file changed since
-    /// this client last saw it. Returns whether the pages are still current.
-    fn revalidate_fd(&self, ino: u64, fd: std::os::fd::RawFd) -> bool {
-        let Some((nfs, view)) = self.nfs.as_ref() else {
-            return true;
-        };
-        self.attributes_changed(ino);
-        let current = sys::stat_fd(fd)
-            .is_ok_and(|st| view.still_current(nfs, ino, crate::client_cache::Version::of(&st)));
-        if !current {
-            // Changed by another client: drop the cached pages (which an open
-            // without FOPEN_KEEP_CACHE does too, but not on every kernel path).
-            if let Some(notifier) = self.notifier.get() {
-                let _ = notifier.inval_inode(fuser::INodeNo(ino), 0, 0);
-            }
-        }
-        current
-    }
-
-    /// [`revalidate_fd`](Self::revalidate_fd) through open handle `fh`.
-    pub(super) fn revalidate(&self, ino: u64, fh: FileHandle) {
-        if let Ok(h) = self.handles.get(fh) {
-            self.revalidate_fd(ino, h.raw());
-        }
-    }
-
-    /// Under `--cache nfs`, this client wrote to `ino` (backing fd `fd`): what
-    /// the file is now is what it knows, as an NFS client learns it from the
-    /// WRITE's reply (so its own writes do not drop its cache at the next open).
-    pub(super) fn wrote_here(&self, ino: u64, fd: std::os::fd::RawFd) {
-        if let Some((nfs, view)) = &self.nfs {
-            if let Ok(st) = sys::stat_fd(fd) {
-                view.changed_here(nfs, ino, crate::client_cache::Version::of(&st));
-            }
-        }
-    }
-
-    /// Whether reads and writes of this file must bypass the page cache, so that
-    /// every one reaches the rules and short counts reach the caller.
-    pub(super) fn open_flags(&self, path: &str) -> FopenFlags {
-        // Under the crash model every byte must reach the log and come back from
-        // the (possibly crashed) backing tree, so nothing is cached.
-        if self.crash.is_some() {
-            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
-        } else if self.nfs.is_some() {
-            // The NFS client caches whatever rules say: they apply to the
-            // requests it sends (see close_to_open).
-            FopenFlags::empty()
-        } else if self.plan.touches_data_path(path) {
-            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
-        } else if self.strict_atime {
-            // Each open starts with an empty page cache, so its reads reach the
-            // backing file and move its atime (xfstests 003).
-            FopenFlags::empty()
-        } else {
-            // Cached pages survive reopening; FUSE_AUTO_INVAL_DATA drops them when the
-            // backing file's size or mtime changes behind the mount's back.
-            FopenFlags::FOPEN_KEEP_CACHE
         }
     }
 }

@@ -24,10 +24,10 @@ pub(super) const GENERATION: Generation = Generation(0);
 
 impl Filesystem for SlowFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        let tuning = self.inner.tuning;
+        let tuning = self.inner.options.tuning;
         let _ = config.set_max_write(tuning.max_write);
-        let readahead = match &self.inner.nfs {
-            Some((nfs, _)) => nfs.rsize,
+        let readahead = match self.inner.mode.nfs() {
+            Some(nfs) => nfs.settings.rsize,
             None => tuning.max_write,
         };
         let _ = config.set_max_readahead(readahead);
@@ -45,7 +45,7 @@ impl Filesystem for SlowFs {
             // The caller's umask comes with each create and the backing filesystem
             // applies it, or, where the parent has a default ACL, the ACL instead.
             | InitFlags::FUSE_DONT_MASK;
-        if let Some((nfs, _)) = &self.inner.nfs {
+        if let Some(nfs) = self.inner.nfs_client() {
             // nfs(5) `lock` and `local_lock=`: a mechanism not kept local is
             // the server's (see locks.rs); without its flag the kernel keeps
             // that mechanism's locks to this mount.
@@ -62,31 +62,20 @@ impl Filesystem for SlowFs {
             // every write (SB_NOSEC), a round trip that halved passthrough writes.
             wanted |= InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         }
-        let passthrough = self.inner.passthrough_wanted
+        let passthrough = self.inner.options.passthrough_wanted
             && config.capabilities().contains(InitFlags::FUSE_PASSTHROUGH)
             && config.set_max_stack_depth(1).is_ok();
         if passthrough {
             // The kernel offers passthrough only without the writeback cache.
             wanted |= InitFlags::FUSE_PASSTHROUGH;
-        } else if tuning.writeback_cache && self.inner.writeback_allowed {
+        } else if tuning.writeback_cache && self.inner.options.writeback_allowed {
             // Small writes gather in the page cache. Files a data rule touches are
             // opened direct-I/O, which bypasses it, so faults still reach callers.
             wanted |= InitFlags::FUSE_WRITEBACK_CACHE;
         }
         let supported = config.capabilities() & wanted;
         let _ = config.add_capabilities(supported);
-        self.inner.writeback.store(
-            supported.contains(InitFlags::FUSE_WRITEBACK_CACHE),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        self.inner.passthrough.store(
-            supported.contains(InitFlags::FUSE_PASSTHROUGH),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        self.inner.dont_mask.store(
-            supported.contains(InitFlags::FUSE_DONT_MASK),
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        self.inner.negotiated.granted(supported);
         Ok(())
     }
 
@@ -103,8 +92,8 @@ impl Filesystem for SlowFs {
         contain("forget", || {
             if self.inner.inodes.forget(ino.0, nlookup) {
                 // What this NFS client had seen of the file goes with it.
-                if let Some((_, view)) = &self.inner.nfs {
-                    view.forget(ino.0);
+                if let Some(nfs) = self.inner.mode.nfs() {
+                    nfs.view.forget(ino.0);
                 }
                 self.inner.negative_names.forget(ino.0);
                 self.inner.write_behind.forget(ino.0);

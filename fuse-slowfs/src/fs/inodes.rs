@@ -451,9 +451,4 @@ impl Inodes {
             backing
         }
     }
-
-    /// How many inodes the kernel currently holds.
-    pub fn len(&self) -> usize {
-        self.table.lock().unwrap().entries.len()
-    }
 }

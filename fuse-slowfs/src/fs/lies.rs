@@ -90,8 +90,8 @@ impl Inner {
     /// The content a crash now would keep of inode `ino`'s file (the crash
     /// model's durable state); `None` without the crash model.
     pub(crate) fn durable_content(&self, ino: u64) -> Option<Vec<u8>> {
-        let crash = self.crash.as_ref()?;
-        let recorder = self.recorder.as_ref()?;
+        let crash = self.mode.crash()?;
+        let recorder = self.mode.recorder()?;
         let id = recorder.id_of(self.node(ino)?);
         let log = self.current_log(crash);
         let durable = log.durable_state(log.ops().len());
@@ -115,7 +115,7 @@ impl Inner {
         errno: i32,
         evict: bool,
     ) -> Option<Errno> {
-        let recorder = self.recorder.as_ref()?;
+        let recorder = self.mode.recorder()?;
         let node = self.node(ino)?;
         if recorder.drop_unsynced(node) == 0 {
             return None;

@@ -86,7 +86,7 @@ impl OpenFiles {
 impl Inner {
     /// Whether this mount does the NFS client's silly rename.
     fn silly_renames(&self) -> bool {
-        self.nfs_client().is_some()
+        self.is_nfs_client()
     }
 
     /// A handle of `ino` was opened (counted only where silly renames happen).

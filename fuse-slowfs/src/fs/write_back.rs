@@ -127,7 +127,7 @@ impl Flusher {
 /// Starts the flusher of `inner` (under `--cache nfs` with write-behind): a
 /// thread that ends when the mount goes.
 pub(super) fn start(inner: &Arc<Inner>) {
-    let Some(limits) = inner.dirty_limits else {
+    let Some(limits) = inner.mode.nfs().and_then(|nfs| nfs.dirty_limits) else {
         return;
     };
     let weak: Weak<Inner> = Arc::downgrade(inner);

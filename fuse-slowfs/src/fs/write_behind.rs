@@ -384,14 +384,6 @@ impl Inner {
             .map(|nfs| nfs.wsize as usize)
     }
 
-    /// The NFS client's settings where this mount is one (silly renames,
-    /// gathered writes, caching): under `--cache nfs`, unless a log or crash
-    /// model records the tree, which must see each name and write as the
-    /// caller made it. Decided once, at mount (`Inner::nfs`).
-    pub(super) fn nfs_client(&self) -> Option<&crate::client_cache::NfsCache> {
-        self.nfs.as_ref().map(|(nfs, _)| nfs)
-    }
-
     /// What `carry` sends, taken now, with the rules' decision for each
     /// WRITE it goes out in.
     pub(super) fn carried_writes(&self, carry: Carry) -> Vec<CarriedWrite> {

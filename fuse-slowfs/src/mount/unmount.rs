@@ -8,7 +8,7 @@ use std::path::Path;
 /// Whether the slowfs of FUSE connection `connection` is still mounted at
 /// `mountpoint` (and not another one mounted there since).
 pub(crate) fn mounted_here(mountpoint: &Path, connection: Option<u64>) -> bool {
-    crate::mount_table::slowfs_at(mountpoint)
+    super::table::slowfs_at(mountpoint)
         .is_some_and(|entry| connection.is_none_or(|dev| entry.connection == libc::minor(dev)))
 }
 
@@ -104,6 +104,6 @@ pub fn force_unmount(mountpoint: &Path) -> io::Result<()> {
 
 /// Unmounts through the setuid helper (a user's own mount); detaches it when busy.
 fn unmount_as_user(mountpoint: &Path) -> io::Result<()> {
-    crate::fusermount::unmount(mountpoint, false)
-        .or_else(|_| crate::fusermount::unmount(mountpoint, true))
+    super::fusermount::unmount(mountpoint, false)
+        .or_else(|_| super::fusermount::unmount(mountpoint, true))
 }

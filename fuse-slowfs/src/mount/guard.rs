@@ -33,7 +33,7 @@ impl UnmountGuard {
     pub(crate) fn spawn(mountpoint: &Path, connection: u64) -> io::Result<UnmountGuard> {
         let path = CString::new(mountpoint.as_os_str().as_bytes())?;
         // Without root, umount2 is refused: the setuid helper detaches instead.
-        let helper = crate::fusermount::helper_path()
+        let helper = super::fusermount::helper_path()
             .and_then(|p| CString::new(p.as_os_str().as_bytes()).ok());
         let argv_strings = [c"fusermount3", c"-u", c"-z"];
         let argv: Vec<*const libc::c_char> = argv_strings

@@ -3,7 +3,7 @@
 //! Explore asks this when a workload has exited, because a recording mount
 //! still in use then would be detached lazily and its log taken as complete.
 
-use crate::mount_table;
+use super::table as mount_table;
 use std::fmt;
 use std::path::{Path, PathBuf};
 

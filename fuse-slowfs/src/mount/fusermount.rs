@@ -67,7 +67,7 @@ pub fn mount(mountpoint: &Path, options: &[String]) -> io::Result<OwnedFd> {
     }
     let child = cmd.spawn().map_err(not_installed)?;
     drop(theirs);
-    let received = crate::fd_passing::receive_fd(&ours, "fusermount3 sent no /dev/fuse fd");
+    let received = super::fd_passing::receive_fd(&ours, "fusermount3 sent no /dev/fuse fd");
     let output = child.wait_with_output()?;
     match received {
         Ok(fd) if output.status.success() => Ok(fd),

@@ -19,6 +19,8 @@
 //! ```
 #![deny(missing_docs)]
 
+/// Headless Chromium for the tests of the HTML reports.
+#[cfg(feature = "fixture")]
 pub mod browser;
 pub mod client_cache;
 pub mod control;

@@ -339,9 +339,19 @@ fn processes_running(needle: &str) -> Vec<String> {
 /// `slowfs explore --fs ext4` of `workload` (which ends in `sleep TAG`),
 /// returned once the sleep runs.
 fn explore_until_sleeping(dir: &Path, workload: &str, tag: &str) -> std::process::Child {
+    explore_on_until_sleeping("ext4", dir, workload, tag)
+}
+
+/// [`explore_until_sleeping`] on filesystem `fs`.
+fn explore_on_until_sleeping(
+    fs: &str,
+    dir: &Path,
+    workload: &str,
+    tag: &str,
+) -> std::process::Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_slowfs"))
         .args([
-            "explore", "--fs", "ext4", "--check", "true", "--", "sh", "-c", workload,
+            "explore", "--fs", fs, "--check", "true", "--", "sh", "-c", workload,
         ])
         .current_dir(dir)
         .stdout(std::process::Stdio::piped())
@@ -494,4 +504,56 @@ fn fs_with_backing_says_how_to_give_the_initial_state() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("--fs-setup 'cp -a /tmp/. .'"), "{stderr}");
+}
+
+/// XFS's sync interval is machine-wide: overlapping `--fs xfs` runs share
+/// the shortened setting, a run that ends while another holds it leaves it
+/// short, and the last one out puts the original back, even after a holder
+/// was SIGKILLed (its pid is pruned). Before, the second run saved the first
+/// one's 1 s as "the original" and left it.
+#[test]
+fn overlapping_xfs_runs_put_the_sync_interval_back() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    preflight();
+    let interval = || {
+        std::fs::read_to_string("/proc/sys/fs/xfs/xfssyncd_centisecs")
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let before = interval();
+    assert_ne!(
+        before, "100",
+        "a run left the interval short before this test"
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let run = |workload: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+            .args([
+                "explore", "--fs", "xfs", "--check", "true", "--", "sh", "-c", workload,
+            ])
+            .current_dir(scratch.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", common::text(&out));
+    };
+    let tag = "3617.31";
+    let mut holder = explore_on_until_sleeping(
+        "xfs",
+        scratch.path(),
+        &format!("echo a > a && exec sleep {tag}"),
+        tag,
+    );
+    assert_eq!(interval(), "100", "shortened while a workload runs");
+    run("echo b > b");
+    assert_eq!(interval(), "100", "another run still holds it");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    run("echo c > c");
+    assert_eq!(
+        interval(),
+        before,
+        "the last run out puts the original back"
+    );
+    assert_nothing_left();
 }

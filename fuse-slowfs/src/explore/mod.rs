@@ -29,6 +29,7 @@ pub mod realfs;
 mod record;
 pub mod report;
 pub mod run;
+mod xfs_sync;
 
 use std::io;
 use std::path::Path;
@@ -58,6 +59,7 @@ pub use realfs::{FsSetup, ImageStates, RealFs};
 pub use record::{record, record_over, CheckSettings, Recorded, SavedImage, SavedRun};
 pub use report::{ExploreReport, ExploreVerdict, ModelRun, RefusedInput, ReportContext};
 pub use shards::{log_digest, merge, ShardReport};
+pub use xfs_sync::XfsSyncInterval;
 
 /// How to explore.
 #[derive(Debug, Clone)]

@@ -390,37 +390,6 @@ exit $rc"#;
     }
 }
 
-/// XFS pushes its log every `fs.xfs.xfssyncd_centisecs` (30 s by default):
-/// shortened to 1 s while a workload is recorded, and put back after.
-pub struct XfsSyncInterval {
-    old: Option<String>,
-}
-
-const XFSSYNCD: &str = "/proc/sys/fs/xfs/xfssyncd_centisecs";
-
-impl XfsSyncInterval {
-    /// Shortens it for `fs` XFS (nothing otherwise).
-    pub fn shorten_for(fs: RealFs) -> XfsSyncInterval {
-        let old = (fs == RealFs::Xfs)
-            .then(|| std::fs::read_to_string(XFSSYNCD).ok())
-            .flatten();
-        if old.is_some() {
-            if let Err(e) = std::fs::write(XFSSYNCD, "100") {
-                tracing::warn!("cannot shorten {XFSSYNCD}: {e}");
-            }
-        }
-        XfsSyncInterval { old }
-    }
-}
-
-impl Drop for XfsSyncInterval {
-    fn drop(&mut self) {
-        if let Some(old) = &self.old {
-            let _ = std::fs::write(XFSSYNCD, old.trim());
-        }
-    }
-}
-
 /// The image a run's states are made from: the base (the filesystem as
 /// mkfs left it) and the recorded device.
 #[derive(Debug)]

@@ -321,7 +321,7 @@ fn record_on_real_fs(
         plan.config.settings.check
     );
     let recorded = {
-        let _interval = realfs::XfsSyncInterval::shorten_for(fs);
+        let _interval = super::XfsSyncInterval::shorten_for(fs);
         // It runs in the filesystem's root: `./export.sh` means the user's.
         let mut workload = plan.workload.clone();
         if Path::new(&workload[0]).components().count() > 1 && Path::new(&workload[0]).is_relative()

@@ -301,11 +301,15 @@ fn a_real_fs_violation_replays_from_the_saved_run_and_its_base_image() {
 fn explore_killed_while_checking_leaves_no_loop_device_or_mount() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     preflight();
+    // A SIGKILLed explore cannot remove its temporary images and state
+    // directories: they go to a directory of the test's, removed with it.
+    let temp = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_slowfs"))
         .args(["explore", "--fs", "btrfs", "--check"])
         .arg(format!("{} && sleep 0.2", script("check_config.sh")))
         .arg("--")
         .arg(script("export_fsync.sh"))
+        .env("TMPDIR", temp.path())
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()

@@ -98,16 +98,8 @@ struct RunArgs {
     /// and fails.
     #[arg(long, default_value = "30m", value_parser = duration)]
     timeout: Duration,
-    /// Write the matrix as JSON.
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// Write the matrix as JUnit XML.
-    #[arg(long)]
-    junit: Option<PathBuf>,
-    /// Write the matrix as one self-contained HTML page (a CI artifact):
-    /// each cell's status, reason and replay command.
-    #[arg(long)]
-    html: Option<PathBuf>,
+    #[command(flatten)]
+    outputs: Outputs,
     /// Run only shard K of N (1-based, e.g. 2/4): every Nth cell of the
     /// plan, so N CI jobs share a long run. Needs --seed (the shards must
     /// agree on it) and --json; `merge` joins the shards' reports.
@@ -126,21 +118,29 @@ struct RunArgs {
     replay_faults: Option<PathBuf>,
 }
 
+/// Where `run` and `merge` also write the matrix.
+#[derive(Args)]
+struct Outputs {
+    /// Write the matrix as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the matrix as JUnit XML.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Write the matrix as one self-contained HTML page (a CI artifact):
+    /// each cell's status, reason and replay command.
+    #[arg(long)]
+    html: Option<PathBuf>,
+}
+
 /// `merge`: the shards of one run.
 #[derive(Args)]
 struct MergeArgs {
     /// The shards' JSON reports, one per shard, in any order.
     #[arg(required = true)]
     reports: Vec<PathBuf>,
-    /// Write the merged matrix as JSON.
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// Write the merged matrix as JUnit XML.
-    #[arg(long)]
-    junit: Option<PathBuf>,
-    /// Write the merged matrix as one self-contained HTML page.
-    #[arg(long)]
-    html: Option<PathBuf>,
+    #[command(flatten)]
+    outputs: Outputs,
 }
 
 /// `cell`: one cell, in a child process of `run`.
@@ -296,7 +296,7 @@ fn run_matrix(args: RunArgs, signals: &nix::sys::signal::SigSet) -> Result<ExitC
             planned.len()
         );
     }
-    Ok(finish(&report, args.json, args.junit, args.html))
+    Ok(finish(&report, args.outputs))
 }
 
 /// The suites `--suite` names, or every suite.
@@ -363,7 +363,7 @@ fn merge(args: MergeArgs) -> ExitCode {
         }
     }
     match shard::merge(loaded) {
-        Ok(report) => finish(&report, args.json, args.junit, args.html),
+        Ok(report) => finish(&report, args.outputs),
         Err(e) => {
             eprintln!("slowfs-conformance merge: {e}");
             ExitCode::from(2)
@@ -371,12 +371,7 @@ fn merge(args: MergeArgs) -> ExitCode {
     }
 }
 
-fn finish(
-    report: &Report,
-    json: Option<PathBuf>,
-    junit: Option<PathBuf>,
-    html: Option<PathBuf>,
-) -> ExitCode {
+fn finish(report: &Report, Outputs { json, junit, html }: Outputs) -> ExitCode {
     print!("{}", report.render());
     let written = json
         .map(|path| {

@@ -79,35 +79,42 @@ impl Log {
     }
 
     /// The log of `ops` as recorded over `initial`, as a filesystem with
-    /// `block`-byte blocks performs them: each truncate through
-    /// [`Log::push_truncate`], the rest as they are.
+    /// `block`-byte blocks performs them: a truncate that shrinks a file to
+    /// a size inside a block also zeroes the rest of that block in place
+    /// ([`LogOp::TruncateZeroing`], after the truncate); the rest as they are.
     pub fn from_recorded(initial: Tree, ops: impl IntoIterator<Item = LogOp>, block: u64) -> Log {
         let mut log = Log::new(initial);
+        // Each file's size so far, as `size_of` would find it.
+        let mut sizes: HashMap<NodeId, u64> = HashMap::new();
         for op in ops {
-            match op {
-                LogOp::SetLen { node, len } => log.push_truncate(node, len, block),
-                op => log.push(op),
+            let size = |node: &NodeId, sizes: &mut HashMap<NodeId, u64>| {
+                *sizes.entry(*node).or_insert_with(|| log.size_of(*node, 0))
+            };
+            let zeroing = match &op {
+                LogOp::Write { node, offset, data } => {
+                    let end = offset + data.len() as u64;
+                    let size = size(node, &mut sizes).max(end);
+                    sizes.insert(*node, size);
+                    None
+                }
+                &LogOp::SetLen { node, len } => {
+                    let old = size(&node, &mut sizes);
+                    sizes.insert(node, len);
+                    let end = (len.div_ceil(block) * block).min(old);
+                    (end > len).then_some(LogOp::TruncateZeroing {
+                        node,
+                        offset: len,
+                        len: end - len,
+                    })
+                }
+                _ => None,
+            };
+            log.push(op);
+            if let Some(zeroing) = zeroing {
+                log.push(zeroing);
             }
         }
         log
-    }
-
-    /// Records a truncate of `node` to `len` as a filesystem with
-    /// `block`-byte blocks performs it: a shrink to a size inside a block
-    /// also zeroes the rest of that block in place
-    /// ([`LogOp::TruncateZeroing`], after the truncate).
-    pub fn push_truncate(&mut self, node: NodeId, len: u64, block: u64) {
-        let old = self.size_of(node, self.ops.len());
-        self.push(LogOp::SetLen { node, len });
-        let block_end = len.div_ceil(block) * block;
-        let end = block_end.min(old);
-        if end > len {
-            self.push(LogOp::TruncateZeroing {
-                node,
-                offset: len,
-                len: end - len,
-            });
-        }
     }
 
     /// The size of file `node` after the first `k` operations.
@@ -428,5 +435,42 @@ mod tests {
         let mut more = log(2, 131_077, b"new");
         more.push(LogOp::Sync);
         assert_ne!(here.fingerprint(), more.fingerprint());
+    }
+
+    /// The zeroing's end comes from each file's size as the recorded ops
+    /// left it (written, truncated, written again), not only the initial
+    /// tree's.
+    #[test]
+    fn a_truncates_zeroing_ends_at_the_size_the_ops_so_far_made() {
+        let ops = LogBuilder::new()
+            .create("f", 2)
+            .write(2, 0, vec![1; 8192])
+            .set_len(2, 100)
+            .write(2, 5000, vec![2; 100])
+            .set_len(2, 4200)
+            .build()
+            .ops()
+            .to_vec();
+        let log = Log::from_recorded(Tree::empty(1), ops, 4096);
+        let zeroings: Vec<&LogOp> = log
+            .ops()
+            .iter()
+            .filter(|op| matches!(op, LogOp::TruncateZeroing { .. }))
+            .collect();
+        assert_eq!(
+            zeroings,
+            [
+                &LogOp::TruncateZeroing {
+                    node: 2,
+                    offset: 100,
+                    len: 3996
+                },
+                &LogOp::TruncateZeroing {
+                    node: 2,
+                    offset: 4200,
+                    len: 900
+                },
+            ]
+        );
     }
 }

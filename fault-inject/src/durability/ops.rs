@@ -61,7 +61,7 @@ pub enum LogOp {
     /// reach the disk in a write-back before the journal commits the new
     /// size, leaving the old size with a run of zeros. Bytes past the file's
     /// size are untouched. Recorded by
-    /// [`Log::push_truncate`](super::Log::push_truncate), after its truncate.
+    /// [`Log::from_recorded`](super::Log::from_recorded), after its truncate.
     TruncateZeroing {
         /// The file.
         node: NodeId,

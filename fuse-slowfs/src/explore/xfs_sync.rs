@@ -29,7 +29,7 @@ impl XfsSyncInterval {
             && update_holders(|original, pids| {
                 pids.push(std::process::id());
                 std::fs::write(XFSSYNCD, "100")?;
-                Ok(original.or_else(|| std::fs::read_to_string(XFSSYNCD).ok()))
+                Ok(original)
             })
             .map_err(|e| tracing::warn!("cannot shorten {XFSSYNCD}: {e}"))
             .is_ok();
@@ -58,11 +58,11 @@ impl Drop for XfsSyncInterval {
 
 /// Runs `change` on the holders file's (original value, live pids) under an
 /// exclusive lock and writes back what it returns (no original: empty).
-/// The original is read before `change` shortens anything, so a first
-/// holder records the value it found.
+/// With none recorded yet, the original is the value now, read before `change`
+/// shortens anything.
 fn update_holders(
     change: impl FnOnce(Option<String>, &mut Vec<u32>) -> io::Result<Option<String>>,
-) -> io::Result<bool> {
+) -> io::Result<()> {
     let file = File::options()
         .read(true)
         .write(true)
@@ -93,8 +93,7 @@ fn update_holders(
     }
     file.set_len(0)?;
     file.rewind()?;
-    file.write_all(out.as_bytes())?;
-    Ok(true)
+    file.write_all(out.as_bytes())
 }
 
 fn alive(pid: u32) -> bool {

@@ -460,20 +460,17 @@ fn metadata_is_cached_until_a_rule_wants_to_see_it() {
         "2,000 stats of two cached files sent {during} lookups/getattrs: the kernel did not cache them"
     );
 
-    m.set("getattr path=f error=EIO").unwrap();
-    let stat = fs::metadata(m.path("f"));
-    assert_eq!(
-        stat.as_ref().err().and_then(|e| e.raw_os_error()),
-        Some(libc::EIO),
-        "the stat right after `set getattr error=EIO`: {stat:?}"
-    );
-    m.set("lookup path=d/g error=EACCES").unwrap();
-    let stat = fs::metadata(m.path("d/g"));
-    assert_eq!(
-        stat.as_ref().err().and_then(|e| e.raw_os_error()),
-        Some(libc::EACCES),
-        "the stat right after `set lookup error=EACCES`: {stat:?}"
-    );
+    let next_stat_fails = |rule: &str, path: &str, errno: i32| {
+        m.set(rule).unwrap();
+        let stat = fs::metadata(m.path(path));
+        assert_eq!(
+            stat.as_ref().err().and_then(|e| e.raw_os_error()),
+            Some(errno),
+            "the stat right after `set {rule}`: {stat:?}"
+        );
+    };
+    next_stat_fails("getattr path=f error=EIO", "f", libc::EIO);
+    next_stat_fails("lookup path=d/g error=EACCES", "d/g", libc::EACCES);
     m.clear(None);
     fs::metadata(m.path("f")).expect("no rule, no error");
 }

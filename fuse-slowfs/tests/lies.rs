@@ -5,26 +5,16 @@
 
 mod common;
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 
-use common::{sync_dir, SlowMount};
-
-fn rw(path: &std::path::Path) -> File {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .unwrap()
-}
+use common::{open_rw_create, sync_dir, SlowMount};
 
 /// A file whose `durable` content was fsynced (entry included), then overwritten
 /// at offset 0 by `newer`, not yet synced.
 fn durable_then_overwritten(m: &SlowMount, name: &str, durable: &[u8], newer: &[u8]) -> File {
-    let f = rw(&m.path(name));
+    let f = open_rw_create(&m.path(name));
     f.write_at(durable, 0).unwrap();
     f.sync_all().unwrap();
     sync_dir(&m.path(""));
@@ -38,7 +28,7 @@ fn durable_then_overwritten(m: &SlowMount, name: &str, durable: &[u8], newer: &[
 fn a_failed_fsync_drops_the_data_and_the_retry_lies() {
     let m =
         SlowMount::strict(7, &["fsync path=db error=EIO drop after=1"]).expect("mounting slowfs");
-    let mut db = rw(&m.path("db"));
+    let mut db = open_rw_create(&m.path("db"));
     db.write_all(b"first ").unwrap();
     db.sync_all().unwrap(); // the rule skips the first fsync
     sync_dir(&m.path(""));
@@ -65,7 +55,7 @@ fn a_failed_fsync_drops_the_data_and_the_retry_lies() {
 #[test]
 fn a_drop_rule_fails_only_fsyncs_with_dirty_data() {
     let m = SlowMount::strict(7, &["fsync error=EIO drop"]).expect("mounting slowfs");
-    let f = rw(&m.path("clean"));
+    let f = open_rw_create(&m.path("clean"));
     f.sync_all()
         .expect("an fsync with nothing to write back succeeds");
     f.write_at(b"dirty", 0).unwrap();
@@ -78,7 +68,7 @@ fn a_drop_rule_fails_only_fsyncs_with_dirty_data() {
 #[test]
 fn the_error_is_reported_once_per_open_file_description() {
     let m = SlowMount::strict(7, &["fsync path=shared error=EIO drop"]).expect("mounting slowfs");
-    let writer = rw(&m.path("shared"));
+    let writer = open_rw_create(&m.path("shared"));
     let other = File::open(m.path("shared")).unwrap();
     let third = File::open(m.path("shared")).unwrap();
     writer.write_at(b"doomed", 0).unwrap();
@@ -220,7 +210,7 @@ fn corrupt_reads_fool_a_trusting_reader_and_a_checksum_catches_them() {
 fn a_lost_write_is_acknowledged_and_never_lands() {
     let m = SlowMount::configured(&["write path=ledger lose after=1"], |_| {})
         .expect("mounting slowfs");
-    let f = rw(&m.path("ledger"));
+    let f = open_rw_create(&m.path("ledger"));
     assert_eq!(f.write_at(b"entry 1;", 0).unwrap(), 8);
     assert_eq!(
         f.write_at(b"entry 2;", 8).unwrap(),

@@ -5,11 +5,15 @@
 //! (the open that must see the other client's write does not) and
 //! `every-call` (each 4 KiB read is a request).
 
+mod common;
+
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
 use slowfs::fixture::SlowMount;
 use slowfs::CachePolicy;
+
+use common::open_rw_create;
 
 /// A child of the test process holds a copy of every fd the process has
 /// open until its exec (or, for a mount's unmount guard, its close_range)
@@ -1063,7 +1067,7 @@ fn copy_over_gathered(policy: &str, gathered_first: bool) -> (Vec<u8>, Vec<u8>) 
     std::fs::write(m.path("src"), vec![b'S'; 8192]).unwrap();
     let _quiet = no_forks();
     let src = std::fs::File::open(m.path("src")).unwrap();
-    let dst = open_rw_create(m.path("dst"));
+    let dst = open_rw_create(&m.path("dst"));
     if gathered_first {
         dst.write_all_at(&[b'A'; 8192], 0).unwrap();
     }
@@ -1085,16 +1089,6 @@ fn copy_over_gathered(policy: &str, gathered_first: bool) -> (Vec<u8>, Vec<u8>) 
     let through = std::fs::read(m.path("dst")).unwrap();
     let disk = std::fs::read(m.backing_path("dst")).unwrap();
     (through, disk)
-}
-
-fn open_rw_create(path: std::path::PathBuf) -> std::fs::File {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .unwrap()
 }
 
 fn count_of(data: &[u8], byte: u8) -> usize {

@@ -128,23 +128,7 @@ fn mmap_stores_update_mtime_in_passthrough() {
     file.set_len(4096).unwrap();
     let before = stat_mtime(&m.path("mapped"));
     std::thread::sleep(std::time::Duration::from_millis(20));
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
-    // SAFETY: a fresh 4 KiB shared mapping of a 4 KiB file, written in bounds
-    // and unmapped before the file is closed.
-    unsafe {
-        let map = libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        );
-        assert_ne!(map, libc::MAP_FAILED);
-        *(map as *mut u8) = 1;
-        assert_eq!(libc::msync(map, 4096, libc::MS_SYNC), 0);
-        assert_eq!(libc::munmap(map, 4096), 0);
-    }
+    store_through_a_mapping(&file, true);
     let after = stat_mtime(&m.path("mapped"));
     assert!(
         after > before,
@@ -168,7 +152,21 @@ fn mmap_stores_after_the_first_write_to_a_new_file_update_mtime() {
     let before = stat_mtime(&m.path("mapped"));
     assert!(before >= created);
     std::thread::sleep(std::time::Duration::from_millis(20));
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    store_through_a_mapping(&file, false);
+    let open_after = stat_mtime(&m.path("mapped"));
+    drop(file);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let closed_after = stat_mtime(&m.path("mapped"));
+    assert!(
+        open_after > before && closed_after > before,
+        "mtime {open_after:?} while open and {closed_after:?} after close, {before:?} before the store"
+    );
+}
+
+/// Stores a byte at offset 0 of the 4 KiB file `file` through a fresh shared
+/// mapping (msync'ed first if `sync`), unmapped before it returns.
+fn store_through_a_mapping(file: &File, sync: bool) {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(file);
     // SAFETY: a fresh 4 KiB shared mapping of a 4 KiB file, written in bounds
     // and unmapped before the file is closed.
     unsafe {
@@ -182,16 +180,11 @@ fn mmap_stores_after_the_first_write_to_a_new_file_update_mtime() {
         );
         assert_ne!(map, libc::MAP_FAILED);
         *(map as *mut u8) = 1;
+        if sync {
+            assert_eq!(libc::msync(map, 4096, libc::MS_SYNC), 0);
+        }
         assert_eq!(libc::munmap(map, 4096), 0);
     }
-    let open_after = stat_mtime(&m.path("mapped"));
-    drop(file);
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    let closed_after = stat_mtime(&m.path("mapped"));
-    assert!(
-        open_after > before && closed_after > before,
-        "mtime {open_after:?} while open and {closed_after:?} after close, {before:?} before the store"
-    );
 }
 
 /// mtime as `stat -c %Y` and xfstests see it: statx asking for the times only.
@@ -223,22 +216,7 @@ fn mmap_stores_update_mtime_of_a_file_stat_before_open() {
         .write(true)
         .open(m.path("mapped"))
         .unwrap();
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
-    // SAFETY: a fresh 4 KiB shared mapping of a 4 KiB file, written in bounds
-    // and unmapped before the file is closed.
-    unsafe {
-        let map = libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        );
-        assert_ne!(map, libc::MAP_FAILED);
-        *(map as *mut u8) = 1;
-        assert_eq!(libc::munmap(map, 4096), 0);
-    }
+    store_through_a_mapping(&file, false);
     let open_after = stat_mtime(&m.path("mapped"));
     drop(file);
     let closed_after = stat_mtime(&m.path("mapped"));

@@ -9,6 +9,18 @@ use std::path::Path;
 #[allow(unused_imports)]
 pub use slowfs::fixture::SlowMount;
 
+/// Opens `path` for reading and writing, creating it if missing (not
+/// truncated).
+pub fn open_rw_create(path: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .unwrap()
+}
+
 /// fsync of a directory: its entries become durable.
 pub fn sync_dir(path: &Path) {
     std::fs::File::open(path).unwrap().sync_all().unwrap();

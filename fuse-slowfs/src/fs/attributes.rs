@@ -54,7 +54,9 @@ pub(super) fn setattr(
             let truncated = change.size;
             if truncated.is_some() {
                 // A WRITE still in flight must not land after the truncate.
-                inner.write_behind.wait_landed(ino.0);
+                if let Some(nfs) = inner.nfs() {
+                    nfs.write_behind.wait_landed(ino.0);
+                }
             }
             let mut result = inner.set_attributes(ino, fh, change);
             if let (Ok(_), Some(_)) = (&result, truncated) {
@@ -247,8 +249,9 @@ impl Inner {
     /// NFS client trusts its own size while it has dirty pages; a GETATTR
     /// that another request's WRITE has not reached yet must not shrink it).
     fn own_size(&self, ino: u64, mut st: libc::stat) -> libc::stat {
-        if self.is_nfs_client() && st.st_mode & libc::S_IFMT == libc::S_IFREG {
-            let extent = self.write_behind.extent(ino) as i64;
+        let Some(nfs) = self.nfs() else { return st };
+        if st.st_mode & libc::S_IFMT == libc::S_IFREG {
+            let extent = nfs.write_behind.extent(ino) as i64;
             st.st_size = st.st_size.max(extent);
         }
         st

@@ -36,11 +36,13 @@ pub(super) fn opendir(fs: &SlowFs, req: &Request, ino: INodeNo, reply: ReplyOpen
             match version {
                 // The open answers once the names it found stale are gone, so
                 // that the caller's next path walk asks again.
-                Some(version) => {
-                    inner
-                        .negative_names
-                        .revalidated(ino.0, version, Some(Box::new(answer)))
-                }
+                Some(version) => match inner.nfs() {
+                    Some(nfs) => {
+                        nfs.negative_names
+                            .revalidated(ino.0, version, Some(Box::new(answer)))
+                    }
+                    None => answer(),
+                },
                 None => answer(),
             }
         });
@@ -60,7 +62,7 @@ impl Inner {
     /// for dropping negative entries (none under `nocto`: nothing is
     /// revalidated at open). Elsewhere: no caching, nothing to revalidate.
     fn revalidate_directory(&self, ino: u64, fd: RawFd) -> (FopenFlags, Option<Version>) {
-        let Some(super::mode::NfsClient {
+        let Some(super::nfs::NfsClient {
             settings: nfs,
             view,
             ..

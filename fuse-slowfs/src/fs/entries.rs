@@ -37,11 +37,11 @@ pub(super) fn lookup(fs: &SlowFs, req: &Request, parent: INodeNo, name: &OsStr, 
                 // long as an existing one is cached: the create that usually
                 // follows skips a lookup round trip.
                 Err(fuser::Errno::ENOENT) if !negative_ttl.is_zero() => {
-                    if let (Ok(dir), Some(_)) = (&dir, inner.mode.nfs()) {
+                    if let (Ok(dir), Some(nfs)) = (&dir, inner.nfs()) {
                         // Stamped with the directory's version (nfs_set_verifier).
                         if let Ok(st) = sys::stat_fd(dir.raw()) {
                             let version = crate::client_cache::Version::of(&st);
-                            inner.negative_names.missing(parent.0, &name, version);
+                            nfs.negative_names.missing(parent.0, &name, version);
                         }
                     }
                     let failed = RequestOutcome {
@@ -325,7 +325,9 @@ pub(super) fn rename(
                 inner
                     .inodes
                     .renamed((parent.0, &name), (newparent.0, &newname), exchange);
-                inner.negative_names.found(newparent.0, &newname);
+                if let Some(nfs) = inner.nfs() {
+                    nfs.negative_names.found(newparent.0, &newname);
+                }
                 Ok(())
             })();
             done.respond(inner, result, |r, ()| {
@@ -436,7 +438,9 @@ impl Inner {
             .remember(parent, name.to_os_string(), fd, (st.st_dev, st.st_ino));
         // The kernel's entry for it is a positive one now (a create or a
         // lookup that found it replaces a negative one).
-        self.negative_names.found(parent, name);
+        if let Some(nfs) = self.nfs() {
+            nfs.negative_names.found(parent, name);
+        }
         Ok(attr(ino, &st))
     }
 }

@@ -13,6 +13,7 @@ use slowfs_faults::Op;
 
 use super::changes::Change;
 use super::filesystem::GENERATION;
+use super::nfs::locks::UnlockOnDrop;
 use super::sys::{self, Caller};
 use super::{lies, Ask, Carry, Inner, SlowFs};
 use crate::stats::RequestOutcome;
@@ -98,9 +99,9 @@ pub(super) fn read(
                     sys::pread(h.raw(), len, offset)
                 })?;
                 // What this client wrote and has not written back is in its
-                // page cache for every local reader (see write_behind.rs).
-                if inner.is_nfs_client() {
-                    inner.write_behind.overlay(ino.0, offset, len, &mut read);
+                // page cache for every local reader (see nfs/write_behind.rs).
+                if let Some(nfs) = inner.nfs() {
+                    nfs.write_behind.overlay(ino.0, offset, len, &mut read);
                 }
                 Ok(read)
             });
@@ -134,11 +135,15 @@ pub(super) fn write(
     // A write by a caller without CAP_FSETID (FUSE_WRITE_KILL_SUIDGID) is
     // gathered like any other: its set-ID bits go at once (below).
     let gathered = !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
-    if let Some(wsize) = inner.write_behind_size().filter(|_| gathered) {
-        let kill = write_flags
-            .contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
-            .then_some(caller);
-        return gather(fs, req, ino, fh, offset, data, wsize, kill, reply);
+    if let (Some(nfs), Some(wsize)) = (inner.nfs(), inner.write_behind_size()) {
+        if gathered {
+            let kill = write_flags
+                .contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
+                .then_some(caller);
+            return super::nfs::gather::write(
+                fs, nfs, req, ino, fh, offset, data, wsize, kill, reply,
+            );
+        }
     }
     inner.serve(
         Ask::new(req, Op::Write, &path)
@@ -173,72 +178,6 @@ pub(super) fn write(
     );
 }
 
-/// A write(2) under `--cache nfs`: gathered and answered at once; the data
-/// gathered before it goes out as a WRITE first if this does not fit.
-#[allow(clippy::too_many_arguments)] // the request's fields, as fuser passes them
-fn gather(
-    fs: &SlowFs,
-    req: &Request,
-    ino: INodeNo,
-    fh: FileHandle,
-    offset: u64,
-    data: &[u8],
-    wsize: usize,
-    kill: Option<Caller>,
-    reply: ReplyWrite,
-) {
-    let inner = &fs.inner;
-    let handle = match inner.handles.get(fh) {
-        Ok(h) => h,
-        Err(errno) => return reply.error(errno),
-    };
-    if let Err(errno) = inner.check_not_stale(handle.raw()) {
-        return reply.error(errno);
-    }
-    // The write(2) of a caller without CAP_FSETID drops the set-ID bits
-    // before its data lands in the page cache (`file_remove_privs` in the
-    // client's write path, a SETATTR to the server), not when it is sent.
-    if let Some(caller) = kill {
-        match sys::drop_privileges(handle.raw(), caller) {
-            Ok(true) => inner.attributes_changed(ino.0),
-            Ok(false) => {}
-            Err(errno) => return reply.error(errno),
-        }
-    }
-    let len = data.len() as u32;
-    let previous = inner
-        .write_behind
-        .gather(ino.0, &handle, offset, data, wsize);
-    // The VM's limits (see write_back.rs): past the background threshold the
-    // flusher starts; past the hard limit this writer waits for its own
-    // file's data to go (balance_dirty_pages).
-    let previous = match inner.mode.nfs().and_then(|nfs| nfs.dirty_limits) {
-        Some(limits) if inner.write_behind.gathered_bytes() > limits.limit => {
-            inner.flusher.kick();
-            previous.or_else(|| inner.write_behind.take(ino.0))
-        }
-        Some(limits) if inner.write_behind.gathered_bytes() > limits.background => {
-            inner.flusher.kick();
-            previous
-        }
-        _ => previous,
-    };
-    let Some(previous) = previous else {
-        inner.stats.gathered(len.into());
-        return reply.written(len);
-    };
-    let path = inner.path_for(Op::Write, ino.0);
-    inner.serve(
-        Ask::new(req, Op::Write, &path).carrying(Carry::Overflow(ino.0, previous)),
-        &[],
-        reply,
-        move |inner, done, _, _| {
-            inner.stats.gathered(len.into());
-            done.reply.written(len);
-        },
-    );
-}
-
 pub(super) fn flush(
     fs: &SlowFs,
     req: &Request,
@@ -251,14 +190,14 @@ pub(super) fn flush(
     // A close by this owner: its fcntl locks on the file go (POSIX), after
     // its gathered writes are sent (as NFS sends them before an unlock), and
     // also when a rule fails the flush (the guard goes with the job).
-    let unlock = super::locks::UnlockOnDrop::new(inner, ino.0, owner.0);
+    let unlock = UnlockOnDrop::new(inner, ino.0, owner.0);
     // nfs_file_flush (fs/nfs/file.c): a description not open for writing
     // sends nothing and reports nothing; one open for writing samples the
     // file's write-back error sequence, sends what is gathered, and reports
     // an error that write-back hit (another description's fsync still
     // reports it too: errseq per description).
     let writer = inner.handles.get(fh).is_ok_and(|h| h.writable());
-    let since = inner.write_behind.sample(ino.0);
+    let since = inner.nfs().map_or(0, |nfs| nfs.write_behind.sample(ino.0));
     let carry = if writer {
         Carry::Gathered(ino.0)
     } else {
@@ -267,24 +206,26 @@ pub(super) fn flush(
     // The COMMIT a close sends (what `flush` rules stand for under NFS) goes
     // only when it has WRITEs to commit: a read-only close, or one with
     // nothing written since the last fsync, sends nothing (nfs_wb_all).
-    let local = inner.is_nfs_client() && !(writer && inner.write_behind.dirty(ino.0));
+    let local = inner
+        .nfs()
+        .is_some_and(|nfs| !(writer && nfs.write_behind.dirty(ino.0)));
     let path = inner.path_for(Op::Flush, ino.0);
     inner.serve(
         Ask::new(req, Op::Flush, &path).carrying(carry).local(local),
         &[],
         reply,
         move |inner, done, _, _| {
-            if writer {
-                inner.write_behind.wait_landed(ino.0);
-            }
-            let reported = if writer {
-                inner.write_behind.since(ino.0, since)
-            } else {
-                Ok(())
+            let reported = match inner.nfs() {
+                Some(nfs) if writer => {
+                    nfs.write_behind.wait_landed(ino.0);
+                    let reported = nfs.write_behind.since(ino.0, since);
+                    if !local {
+                        nfs.write_behind.committed(ino.0);
+                    }
+                    reported
+                }
+                _ => Ok(()),
             };
-            if writer && !local {
-                inner.write_behind.committed(ino.0);
-            }
             let result = reported
                 .and_then(|()| inner.handles.get(fh))
                 .and_then(|h| sys::flush(h.raw()));
@@ -309,8 +250,7 @@ pub(super) fn release(
     flock_owner: Option<LockOwner>,
     reply: ReplyEmpty,
 ) {
-    let unlock =
-        flock_owner.map(|owner| super::locks::UnlockOnDrop::new(&fs.inner, ino.0, owner.0));
+    let unlock = flock_owner.map(|owner| UnlockOnDrop::new(&fs.inner, ino.0, owner.0));
     fs.close_handle(req, Op::Release, ino, fh, unlock, reply);
 }
 
@@ -553,7 +493,7 @@ impl SlowFs {
         op: Op,
         ino: INodeNo,
         fh: FileHandle,
-        unlock: Option<super::locks::UnlockOnDrop>,
+        unlock: Option<UnlockOnDrop>,
         reply: ReplyEmpty,
     ) {
         self.inner
@@ -580,11 +520,15 @@ impl SlowFs {
     ) {
         self.inner
             .serve_on(req, op, ino, reply, move |inner, done, effects, _| {
-                inner.write_behind.wait_landed(ino.0);
+                if let Some(nfs) = inner.nfs() {
+                    nfs.write_behind.wait_landed(ino.0);
+                }
                 let result = inner.handles.get(fh).and_then(|h| {
                     inner.check_not_stale(h.raw())?;
-                    inner.write_behind.check_and_advance(ino.0, &h.wb_seen)?;
-                    inner.write_behind.committed(ino.0);
+                    if let Some(nfs) = inner.nfs() {
+                        nfs.write_behind.check_and_advance(ino.0, &h.wb_seen)?;
+                        nfs.write_behind.committed(ino.0);
+                    }
                     lies::sync(&effects, inner, ino.0, fh.0, &h, || {
                         sys::sync(h.raw(), datasync)?;
                         inner.changed(Change::Synced {
@@ -655,9 +599,9 @@ impl Inner {
     /// A new open file description `fh` of `ino` reports only write-back
     /// errors from now on (`file->f_wb_err` sampled at open).
     fn sample_write_back(&self, ino: u64, fh: FileHandle) {
-        if let Ok(h) = self.handles.get(fh) {
+        if let (Ok(h), Some(nfs)) = (self.handles.get(fh), self.nfs()) {
             h.wb_seen.store(
-                self.write_behind.sample(ino),
+                nfs.write_behind.sample(ino),
                 std::sync::atomic::Ordering::SeqCst,
             );
         }

@@ -17,8 +17,9 @@ use fuser::{
 };
 
 use super::contain::contain;
+use super::nfs::locks;
 use super::SlowFs;
-use super::{attributes, directories, entries, files, locks, xattrs};
+use super::{attributes, directories, entries, files, xattrs};
 
 pub(super) const GENERATION: Generation = Generation(0);
 
@@ -47,7 +48,7 @@ impl Filesystem for SlowFs {
             | InitFlags::FUSE_DONT_MASK;
         if let Some(nfs) = self.inner.nfs_client() {
             // nfs(5) `lock` and `local_lock=`: a mechanism not kept local is
-            // the server's (see locks.rs); without its flag the kernel keeps
+            // the server's (see nfs/locks.rs); without its flag the kernel keeps
             // that mechanism's locks to this mount.
             if !nfs.local_lock.posix() {
                 wanted |= InitFlags::FUSE_POSIX_LOCKS;
@@ -92,11 +93,9 @@ impl Filesystem for SlowFs {
         contain("forget", || {
             if self.inner.inodes.forget(ino.0, nlookup) {
                 // What this NFS client had seen of the file goes with it.
-                if let Some(nfs) = self.inner.mode.nfs() {
-                    nfs.view.forget(ino.0);
+                if let Some(nfs) = self.inner.nfs() {
+                    nfs.forget(ino.0);
                 }
-                self.inner.negative_names.forget(ino.0);
-                self.inner.write_behind.forget(ino.0);
             }
         });
     }

@@ -13,8 +13,8 @@ use super::Inner;
 impl Inner {
     /// Gives the mount a way to invalidate the kernel's caches.
     pub fn set_notifier(&self, notifier: fuser::Notifier) {
-        if let Mode::NfsClient(_) = self.mode {
-            self.negative_names.start(notifier.clone());
+        if let Mode::NfsClient(nfs) = &self.mode {
+            nfs.negative_names.start(notifier.clone());
         }
         let _ = self.notifier.set(notifier);
     }
@@ -40,8 +40,8 @@ impl Inner {
             let dir = attr.kind == FileType::Directory;
             if dir {
                 // A revalidation of the directory: names cached as missing
-                // at another version of it go (see names.rs).
-                self.negative_names.revalidated(ino, version, None);
+                // at another version of it go (see nfs/names.rs).
+                nfs.negative_names.revalidated(ino, version, None);
             }
             return nfs.view.attributes(&nfs.settings, ino, dir, version);
         }

@@ -15,17 +15,12 @@ mod handles;
 mod inodes;
 mod kernel_cache;
 mod lies;
-mod locks;
 mod mode;
-mod names;
-mod nfs_client;
-mod open_files;
+mod nfs;
 mod passthrough;
 mod recorder;
 mod serve;
 mod sys;
-mod write_back;
-mod write_behind;
 mod xattrs;
 
 use std::ffi::OsStr;
@@ -60,16 +55,6 @@ pub struct Inner {
     negotiated: mode::Negotiated,
     inodes: Inodes,
     handles: Handles,
-    /// fcntl locks, under `--cache nfs:lock`.
-    locks: locks::Locks,
-    /// Open files and silly renames, under `--cache nfs`.
-    open_files: open_files::OpenFiles,
-    /// Gathered writes, under `--cache nfs`.
-    write_behind: write_behind::WriteBehind,
-    /// Names the kernel caches as missing, under `--cache nfs`.
-    negative_names: names::NegativeNames,
-    /// The flusher's wake-up (under `--cache nfs` with write-behind).
-    flusher: Arc<write_back::Flusher>,
     /// The live fault rules.
     pub plan: Arc<FaultPlan>,
     /// Counters.
@@ -214,11 +199,6 @@ impl SlowFs {
             negotiated: Default::default(),
             inodes,
             handles: Handles::default(),
-            locks: Default::default(),
-            open_files: Default::default(),
-            write_behind: Default::default(),
-            negative_names: Default::default(),
-            flusher: Default::default(),
             plan,
             stats: Stats::default(),
             scheduler: new_scheduler(mode)?,
@@ -226,7 +206,7 @@ impl SlowFs {
             passthrough_writers: Default::default(),
         });
         // The VM's flusher, under --cache nfs with write-behind.
-        write_back::start(&inner);
+        nfs::write_back::start(&inner);
         Ok(SlowFs { inner })
     }
 

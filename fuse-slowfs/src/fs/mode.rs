@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use fuser::InitFlags;
 
-use super::{crash, recorder, write_back, FsMode};
-use crate::client_cache::{ClientView, NfsCache};
+use super::nfs::NfsClient;
+use super::{crash, recorder, FsMode};
 
 /// What kind of mount this is, resolved once at mount from its [`FsMode`]:
 /// the request path matches on it instead of asking the options again.
@@ -21,25 +21,13 @@ pub(super) enum Mode {
     PageCache,
     /// `--cache nfs` (without a log): the Linux NFS client's caching,
     /// gathered writes and silly renames.
-    NfsClient(NfsClient),
+    NfsClient(Box<NfsClient>),
     /// Every mutating operation logged in the order it was served (what
     /// `explore` records its workload with); no passthrough, no write-back cache.
     Recording(recorder::Recorder),
     /// The log and the strict crash model: nothing is cached, a crash makes
     /// the tree its durable state.
     Crash(recorder::Recorder, crash::CrashState),
-}
-
-/// The NFS client of a `--cache nfs` mount.
-#[derive(Debug)]
-pub(super) struct NfsClient {
-    /// Its settings (nfs(5)'s options).
-    pub(super) settings: NfsCache,
-    /// What it has seen of each file.
-    pub(super) view: ClientView,
-    /// The VM's write-back limits on gathered data (with write-behind,
-    /// that is not under `sync`).
-    pub(super) dirty_limits: Option<write_back::DirtyLimits>,
 }
 
 impl Mode {
@@ -53,11 +41,7 @@ impl Mode {
                 Mode::Crash(Default::default(), crash::CrashState::new(backing)?)
             }
             _ if mode.durability.records() => Mode::Recording(Default::default()),
-            crate::CachePolicy::Nfs(settings) => Mode::NfsClient(NfsClient {
-                settings,
-                view: Default::default(),
-                dirty_limits: (!settings.sync).then(|| write_back::DirtyLimits::of(&settings)),
-            }),
+            crate::CachePolicy::Nfs(settings) => Mode::NfsClient(Box::new(NfsClient::new(settings))),
             crate::CachePolicy::EveryCall => Mode::PageCache,
         })
     }

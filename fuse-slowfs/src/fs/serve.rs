@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use fuser::Errno;
 use slowfs_faults::Op;
 
-use super::{contain, write_behind, Inner};
+use super::nfs::write_behind;
+use super::{contain, Inner};
 use crate::scheduler::Fate;
 use crate::stats::RequestOutcome;
 

@@ -22,12 +22,12 @@ use std::sync::Mutex;
 
 use fuser::{Errno, INodeNo};
 
-use super::sys::{self, SysResult};
-use super::Inner;
+use crate::fs::sys::{self, SysResult};
+use crate::fs::Inner;
 
 /// Handles open per inode, and the silly names of those unlinked while open.
 #[derive(Debug, Default)]
-pub(super) struct OpenFiles {
+pub(in crate::fs) struct OpenFiles {
     state: Mutex<State>,
     /// The `XXXX` counter of silly names.
     counter: AtomicU32,
@@ -51,7 +51,7 @@ struct Silly {
 }
 
 impl OpenFiles {
-    pub(super) fn opened(&self, ino: u64) {
+    pub(in crate::fs) fn opened(&self, ino: u64) {
         *self.state.lock().unwrap().open.entry(ino).or_default() += 1;
     }
 
@@ -84,24 +84,17 @@ impl OpenFiles {
 }
 
 impl Inner {
-    /// Whether this mount does the NFS client's silly rename.
-    fn silly_renames(&self) -> bool {
-        self.is_nfs_client()
-    }
-
     /// A handle of `ino` was opened (counted only where silly renames happen).
-    pub(super) fn file_opened(&self, ino: u64) {
-        if self.silly_renames() {
-            self.open_files.opened(ino);
+    pub(in crate::fs) fn file_opened(&self, ino: u64) {
+        if let Some(nfs) = self.nfs() {
+            nfs.open_files.opened(ino);
         }
     }
 
     /// A handle of `ino` closed: at the last one, its silly name goes.
-    pub(super) fn file_closed(&self, ino: u64) {
-        if !self.silly_renames() {
-            return;
-        }
-        if let Some(Silly { parent, name, file }) = self.open_files.closed(ino) {
+    pub(in crate::fs) fn file_closed(&self, ino: u64) {
+        let Some(nfs) = self.nfs() else { return };
+        if let Some(Silly { parent, name, file }) = nfs.open_files.closed(ino) {
             let removed = (|| {
                 let dir = self.inodes.get(INodeNo(parent))?;
                 let cname = sys::component(&name)?;
@@ -129,8 +122,11 @@ impl Inner {
     /// `nfs_sillyrename` answers -EBUSY for a dentry already
     /// DCACHE_NFSFS_RENAMED; fs/nfs/unlink.c). The name stays until the last
     /// close, which removes it.
-    pub(super) fn check_not_silly(&self, parent: u64, name: &OsStr) -> SysResult<()> {
-        if self.silly_renames() && self.open_files.is_silly(parent, name) {
+    pub(in crate::fs) fn check_not_silly(&self, parent: u64, name: &OsStr) -> SysResult<()> {
+        if self
+            .nfs()
+            .is_some_and(|nfs| nfs.open_files.is_silly(parent, name))
+        {
             return Err(Errno::EBUSY);
         }
         Ok(())
@@ -139,20 +135,20 @@ impl Inner {
     /// Before `parent/name` is unlinked or renamed over: if this client has
     /// the file open, it is renamed to a `.nfsXXXX` name instead and `true`
     /// returned (the unlink is done; a rename can go ahead).
-    pub(super) fn silly_rename(
+    pub(in crate::fs) fn silly_rename(
         &self,
         parent: u64,
-        dir: &super::inodes::Node,
+        dir: &crate::fs::inodes::Node,
         name: &OsStr,
     ) -> SysResult<bool> {
-        if !self.silly_renames() {
+        let Some(nfs) = self.nfs() else {
             return Ok(false);
-        }
+        };
         self.check_not_silly(parent, name)?;
         let Some(ino) = self.inodes.at(parent, name) else {
             return Ok(false);
         };
-        if !self.open_files.is_open(ino) {
+        if !nfs.open_files.is_open(ino) {
             return Ok(false);
         }
         let cname = sys::component(name)?;
@@ -160,7 +156,7 @@ impl Inner {
         let fileid = st.st_ino;
         let silly = loop {
             // Linux's form: ".nfs" + 16 hex digits of the file id + 8 of a counter.
-            let n = self.open_files.counter.fetch_add(1, Ordering::Relaxed);
+            let n = nfs.open_files.counter.fetch_add(1, Ordering::Relaxed);
             let silly = OsString::from(format!(".nfs{fileid:016x}{n:08x}"));
             match sys::rename_at(
                 dir.raw(),
@@ -175,7 +171,7 @@ impl Inner {
         };
         self.inodes
             .renamed((parent, &name.to_os_string()), (parent, &silly), false);
-        self.open_files.state.lock().unwrap().silly.insert(
+        nfs.open_files.state.lock().unwrap().silly.insert(
             ino,
             Silly {
                 parent,
@@ -188,8 +184,8 @@ impl Inner {
 
     /// Under `--cache nfs`, ESTALE for a handle whose file has no name left
     /// (another client removed it: this one's own unlinks are silly renames).
-    pub(super) fn check_not_stale(&self, fd: std::os::fd::RawFd) -> SysResult<()> {
-        if self.silly_renames() && sys::stat_fd(fd)?.st_nlink == 0 {
+    pub(in crate::fs) fn check_not_stale(&self, fd: std::os::fd::RawFd) -> SysResult<()> {
+        if self.nfs().is_some() && sys::stat_fd(fd)?.st_nlink == 0 {
             return Err(Errno::ESTALE);
         }
         Ok(())

@@ -41,7 +41,7 @@ struct Invalidation {
 /// The negative entries the kernel holds, by directory, each with the
 /// directory's version when it was looked up.
 #[derive(Debug, Default)]
-pub(super) struct NegativeNames {
+pub(in crate::fs) struct NegativeNames {
     dirs: Mutex<HashMap<u64, HashMap<OsString, Version>>>,
     kernel: OnceLock<Mutex<mpsc::Sender<Invalidation>>>,
 }
@@ -60,7 +60,7 @@ impl std::fmt::Debug for Invalidation {
 impl NegativeNames {
     /// Starts the thread that tells the kernel (once, when the mount has a
     /// notifier). It ends when this record goes (its sender dropped).
-    pub(super) fn start(&self, notifier: fuser::Notifier) {
+    pub(in crate::fs) fn start(&self, notifier: fuser::Notifier) {
         let (send, receive) = mpsc::channel::<Invalidation>();
         if self.kernel.set(Mutex::new(send)).is_err() {
             return;
@@ -85,7 +85,7 @@ impl NegativeNames {
 
     /// `name` in `parent` (now at `version`) was not found and the kernel
     /// caches that.
-    pub(super) fn missing(&self, parent: u64, name: &std::ffi::OsStr, version: Version) {
+    pub(in crate::fs) fn missing(&self, parent: u64, name: &std::ffi::OsStr, version: Version) {
         let mut dirs = self.dirs.lock().unwrap();
         if !dirs.contains_key(&parent) && dirs.len() >= MOST_DIRECTORIES {
             return;
@@ -102,7 +102,7 @@ impl NegativeNames {
     /// lookup, made by a create, renamed to): no longer a negative entry, and
     /// never dropped for one (the kernel's positive entry stays, as an open
     /// file's or a working directory's must).
-    pub(super) fn found(&self, parent: u64, name: &std::ffi::OsStr) {
+    pub(in crate::fs) fn found(&self, parent: u64, name: &std::ffi::OsStr) {
         let mut dirs = self.dirs.lock().unwrap();
         if dirs.is_empty() {
             return;
@@ -118,7 +118,7 @@ impl NegativeNames {
     /// Directory `parent` was revalidated and is at `version`: the negative
     /// entries looked up at another version are dropped in the kernel, then
     /// `then` runs (at once when there are none, or no thread to send them).
-    pub(super) fn revalidated(
+    pub(in crate::fs) fn revalidated(
         &self,
         parent: u64,
         version: Version,
@@ -163,7 +163,7 @@ impl NegativeNames {
     }
 
     /// The kernel forgot directory `ino`: so are its names.
-    pub(super) fn forget(&self, ino: u64) {
+    pub(in crate::fs) fn forget(&self, ino: u64) {
         self.dirs.lock().unwrap().remove(&ino);
     }
 }

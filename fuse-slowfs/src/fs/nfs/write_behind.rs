@@ -26,22 +26,22 @@ use std::time::{Duration, Instant};
 use fuser::Errno;
 use slowfs_faults::Op;
 
-use super::handles::Handle;
-use super::sys::SysResult;
-use super::{Carry, Inner};
+use crate::fs::handles::Handle;
+use crate::fs::sys::SysResult;
+use crate::fs::{Carry, Inner};
 use crate::scheduler::Fate;
 use crate::stats::RequestOutcome;
 
 /// Data written to one file and not yet sent.
 #[derive(Debug)]
-pub(super) struct Pending {
+pub(in crate::fs) struct Pending {
     /// The inode it was written to.
-    pub(super) ino: u64,
+    pub(in crate::fs) ino: u64,
     /// The handle it was written through (its fd writes it).
-    pub(super) handle: Arc<Handle>,
-    pub(super) offset: u64,
+    pub(in crate::fs) handle: Arc<Handle>,
+    pub(in crate::fs) offset: u64,
     /// Shared with [`InFlight`] once it leaves the gathered table.
-    pub(super) data: Arc<Vec<u8>>,
+    pub(in crate::fs) data: Arc<Vec<u8>>,
     /// Set once it left the gathered table to be sent: it stays readable
     /// until this goes (after its WRITE, or when it is given up).
     flight: Option<FlightGuard>,
@@ -83,7 +83,7 @@ impl Drop for FlightGuard {
 
 /// Gathered writes per inode, and WRITE errors not yet reported.
 #[derive(Debug, Default)]
-pub(super) struct WriteBehind {
+pub(in crate::fs) struct WriteBehind {
     pending: Mutex<HashMap<u64, Pending>>,
     /// How many inodes have pending data (the fast path: none).
     count: AtomicUsize,
@@ -105,7 +105,7 @@ impl WriteBehind {
     /// Whether a close of `ino` has anything to send or wait for: gathered
     /// data, data in flight, or WRITEs to commit (`nfs_wb_all` sends nothing
     /// otherwise).
-    pub(super) fn dirty(&self, ino: u64) -> bool {
+    pub(in crate::fs) fn dirty(&self, ino: u64) -> bool {
         (self.count.load(Ordering::SeqCst) > 0 && self.pending.lock().unwrap().contains_key(&ino))
             || self.in_flight.0.lock().unwrap().contains_key(&ino)
             || self.uncommitted.lock().unwrap().contains(&ino)
@@ -116,7 +116,7 @@ impl WriteBehind {
     /// truncate must come after it, as `nfs_wb_all` and `nfs_setattr` wait
     /// for write-back (`filemap_write_and_wait`). Holds no lock while it
     /// waits but the table's, which the condition variable releases.
-    pub(super) fn wait_landed(&self, ino: u64) {
+    pub(in crate::fs) fn wait_landed(&self, ino: u64) {
         let (table, landed) = &*self.in_flight;
         let mut table = table.lock().unwrap();
         while table.contains_key(&ino) {
@@ -125,14 +125,14 @@ impl WriteBehind {
     }
 
     /// `ino`'s WRITEs are committed (an fsync or a close sent them).
-    pub(super) fn committed(&self, ino: u64) {
+    pub(in crate::fs) fn committed(&self, ino: u64) {
         self.uncommitted.lock().unwrap().remove(&ino);
     }
 
     /// A write(2) of `data` at `offset` through `handle`: gathered. Returns
     /// what was gathered before and must be sent first (it was not contiguous,
     /// or a WRITE of `wsize` is full).
-    pub(super) fn gather(
+    pub(in crate::fs) fn gather(
         &self,
         ino: u64,
         handle: &Arc<Handle>,
@@ -190,7 +190,7 @@ impl WriteBehind {
     }
 
     /// Takes what `ino` has gathered, to send.
-    pub(super) fn take(&self, ino: u64) -> Option<Pending> {
+    pub(in crate::fs) fn take(&self, ino: u64) -> Option<Pending> {
         if self.count.load(Ordering::SeqCst) == 0 {
             return None;
         }
@@ -203,14 +203,14 @@ impl WriteBehind {
     }
 
     /// Bytes gathered and not taken yet.
-    pub(super) fn gathered_bytes(&self) -> u64 {
+    pub(in crate::fs) fn gathered_bytes(&self) -> u64 {
         self.gathered_bytes.load(Ordering::SeqCst)
     }
 
     /// What the flusher writes back now (`wb_writeback`): ranges older than
     /// the expiry, then the oldest others while more than the background
     /// threshold stays gathered.
-    pub(super) fn to_write_back(
+    pub(in crate::fs) fn to_write_back(
         &self,
         limits: &super::write_back::DirtyLimits,
         now: Instant,
@@ -245,7 +245,7 @@ impl WriteBehind {
     }
 
     /// Everything gathered (at unmount: sent without rules, nothing lost).
-    pub(super) fn take_all(&self) -> Vec<Pending> {
+    pub(in crate::fs) fn take_all(&self) -> Vec<Pending> {
         let mut pending = self.pending.lock().unwrap();
         self.count.store(0, Ordering::SeqCst);
         pending.drain().map(|(_, p)| self.leave(p)).collect()
@@ -257,7 +257,7 @@ impl WriteBehind {
     /// is gathered, as the client's page cache holds its dirty pages and
     /// every local reader sees them. Bytes past the backing file's end that
     /// such data reaches are zeros up to it, as a file extended by a write.
-    pub(super) fn overlay(&self, ino: u64, offset: u64, want: usize, read: &mut Vec<u8>) {
+    pub(in crate::fs) fn overlay(&self, ino: u64, offset: u64, want: usize, read: &mut Vec<u8>) {
         let end = offset + want as u64;
         let lay = |read: &mut Vec<u8>, at: u64, data: &[u8]| {
             let (from, to) = (at.max(offset), (at + data.len() as u64).min(end));
@@ -288,7 +288,7 @@ impl WriteBehind {
 
     /// The furthest byte of `ino` this client has written and not written
     /// back (gathered or in flight): the size it knows at least.
-    pub(super) fn extent(&self, ino: u64) -> u64 {
+    pub(in crate::fs) fn extent(&self, ino: u64) -> u64 {
         let pending = self.pending.lock().unwrap();
         let gathered = pending
             .get(&ino)
@@ -305,20 +305,20 @@ impl WriteBehind {
     /// A WRITE of `ino` failed: the file's error sequence moves on (the
     /// mapping's errseq_t, set by `nfs_writeback_result` through
     /// `mapping_set_error`).
-    pub(super) fn failed(&self, ino: u64, errno: Errno) {
+    pub(in crate::fs) fn failed(&self, ino: u64, errno: Errno) {
         let mut errors = self.errors.lock().unwrap();
         let e = errors.entry(ino).or_insert((0, errno));
         *e = (e.0 + 1, errno);
     }
 
     /// Where `ino`'s error sequence is now (`filemap_sample_wb_err`).
-    pub(super) fn sample(&self, ino: u64) -> u64 {
+    pub(in crate::fs) fn sample(&self, ino: u64) -> u64 {
         self.errors.lock().unwrap().get(&ino).map_or(0, |e| e.0)
     }
 
     /// The latest WRITE error of `ino` if one happened after `since`
     /// (`filemap_check_wb_err`): what a close reports of its own flush.
-    pub(super) fn since(&self, ino: u64, since: u64) -> SysResult<()> {
+    pub(in crate::fs) fn since(&self, ino: u64, since: u64) -> SysResult<()> {
         match self.errors.lock().unwrap().get(&ino) {
             Some(&(seq, errno)) if seq != since => Err(errno),
             _ => Ok(()),
@@ -328,7 +328,7 @@ impl WriteBehind {
     /// The latest WRITE error of `ino` that the open file description whose
     /// mark is `seen` has not reported yet, which it now has
     /// (`file_check_and_advance_wb_err`, as `nfs_file_fsync` reports it).
-    pub(super) fn check_and_advance(&self, ino: u64, seen: &AtomicU64) -> SysResult<()> {
+    pub(in crate::fs) fn check_and_advance(&self, ino: u64, seen: &AtomicU64) -> SysResult<()> {
         let errors = self.errors.lock().unwrap();
         match errors.get(&ino) {
             Some(&(seq, errno)) if seq != seen.swap(seq, Ordering::SeqCst) => Err(errno),
@@ -337,7 +337,7 @@ impl WriteBehind {
     }
 
     /// Inode `ino` is forgotten: its error sequence goes too.
-    pub(super) fn forget(&self, ino: u64) {
+    pub(in crate::fs) fn forget(&self, ino: u64) {
         if let Ok(mut errors) = self.errors.lock() {
             errors.remove(&ino);
         }
@@ -356,7 +356,7 @@ const MAX_RESENDS: usize = 1024;
 /// from where the server left off: `nfs_writeback_result`, fs/nfs/write.c).
 /// All are decided when the request arrives, in order, so that their delays
 /// and hangs hold the request that sends them.
-pub(super) struct CarriedWrite {
+pub(in crate::fs) struct CarriedWrite {
     ino: u64,
     pending: Pending,
     rpcs: Vec<slowfs_faults::Decision>,
@@ -364,7 +364,7 @@ pub(super) struct CarriedWrite {
 
 impl CarriedWrite {
     /// Every WRITE's delays together, and the longest hang.
-    pub(super) fn wait(&self) -> (std::time::Duration, Option<slowfs_faults::Hang>) {
+    pub(in crate::fs) fn wait(&self) -> (std::time::Duration, Option<slowfs_faults::Hang>) {
         let delay = self.rpcs.iter().map(|d| d.delay).sum();
         let hang = self
             .rpcs
@@ -378,7 +378,7 @@ impl CarriedWrite {
 impl Inner {
     /// Whether writes are gathered here, and into WRITEs of how many bytes
     /// (not under `sync`).
-    pub(super) fn write_behind_size(&self) -> Option<usize> {
+    pub(in crate::fs) fn write_behind_size(&self) -> Option<usize> {
         self.nfs_client()
             .filter(|nfs| !nfs.sync)
             .map(|nfs| nfs.wsize as usize)
@@ -386,15 +386,16 @@ impl Inner {
 
     /// What `carry` sends, taken now, with the rules' decision for each
     /// WRITE it goes out in.
-    pub(super) fn carried_writes(&self, carry: Carry) -> Vec<CarriedWrite> {
+    pub(in crate::fs) fn carried_writes(&self, carry: Carry) -> Vec<CarriedWrite> {
+        let Some(nfs) = self.nfs() else {
+            return vec![];
+        };
+        let gathered = &nfs.write_behind;
         let taken = match carry {
             Carry::Nothing => vec![],
-            Carry::Gathered(ino) => vec![(ino, self.write_behind.take(ino))],
-            Carry::Both(a, b) if a == b => vec![(a, self.write_behind.take(a))],
-            Carry::Both(a, b) => vec![
-                (a, self.write_behind.take(a)),
-                (b, self.write_behind.take(b)),
-            ],
+            Carry::Gathered(ino) => vec![(ino, gathered.take(ino))],
+            Carry::Both(a, b) if a == b => vec![(a, gathered.take(a))],
+            Carry::Both(a, b) => vec![(a, gathered.take(a)), (b, gathered.take(b))],
             Carry::Overflow(ino, pending) => vec![(ino, Some(pending))],
         };
         taken
@@ -404,7 +405,7 @@ impl Inner {
     }
 
     /// The rules' decisions for the WRITEs `pending` goes out in.
-    pub(super) fn decide_writes(&self, ino: u64, pending: Pending) -> CarriedWrite {
+    pub(in crate::fs) fn decide_writes(&self, ino: u64, pending: Pending) -> CarriedWrite {
         let path = self.path_for(Op::Write, ino);
         let mut rpcs = Vec::new();
         let mut left = pending.data.len() as u64;
@@ -428,7 +429,7 @@ impl Inner {
     /// Returns the WRITEs' time (their delays and writes), which the request
     /// that carried them waited for too: the stats count it under `write`,
     /// not twice.
-    pub(super) fn send_carried(&self, rpc: CarriedWrite, fate: Fate) -> Duration {
+    pub(in crate::fs) fn send_carried(&self, rpc: CarriedWrite, fate: Fate) -> Duration {
         let CarriedWrite { ino, pending, rpcs } = rpc;
         let mut total = Duration::ZERO;
         debug_assert_eq!(ino, pending.ino);
@@ -452,7 +453,9 @@ impl Inner {
             match sent {
                 Ok(n) => {
                     at += n;
-                    self.write_behind.uncommitted.lock().unwrap().insert(ino);
+                    if let Some(nfs) = self.nfs() {
+                        nfs.write_behind.uncommitted.lock().unwrap().insert(ino);
+                    }
                 }
                 Err(errno) => {
                     result = Err(errno);
@@ -467,8 +470,8 @@ impl Inner {
                 .send_one(&pending, &data[at..], at as u64, &clean, fate)
                 .map(|_| ());
         }
-        if let Err(errno) = result {
-            self.write_behind.failed(ino, errno);
+        if let (Err(errno), Some(nfs)) = (result, self.nfs()) {
+            nfs.write_behind.failed(ino, errno);
         }
         total
     }
@@ -522,9 +525,10 @@ impl Inner {
     }
 
     /// At unmount: everything gathered is written, without rules.
-    pub(super) fn send_all_gathered(&self) {
+    pub(in crate::fs) fn send_all_gathered(&self) {
+        let Some(nfs) = self.nfs() else { return };
         let clean = slowfs_faults::Decision::default();
-        for pending in self.write_behind.take_all() {
+        for pending in nfs.write_behind.take_all() {
             let mut at = 0;
             while at < pending.data.len() {
                 match self.send_one(&pending, &pending.data[at..], at as u64, &clean, Fate::Run) {

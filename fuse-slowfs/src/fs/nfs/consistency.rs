@@ -1,20 +1,18 @@
-//! The NFS client's consistency (`--cache nfs`): close-to-open, revalidation
-//! at a consistency point, what this client learns from its own WRITEs, and
-//! what a soft mount answers when it gives up. (Its other parts: write-behind
-//! in `write_behind` and `write_back`, silly renames in `open_files`, names
-//! cached as missing in `names`, locks in `locks`.)
+//! Consistency: close-to-open, revalidation at a consistency point, what
+//! this client learns from its own WRITEs, and what a soft mount answers
+//! when it gives up.
 
 use fuser::{Errno, FileHandle, FopenFlags};
 
-use super::mode::NfsClient;
-use super::{sys, Inner};
+use super::NfsClient;
+use crate::fs::{sys, Inner};
 
 impl Inner {
     /// The NFS client's settings where this mount is one (silly renames,
     /// gathered writes, caching): under `--cache nfs`, unless a log or crash
     /// model records the tree, which must see each name and write as the
-    /// caller made it. Decided once, at mount ([`Mode::resolve`](super::mode::Mode::resolve)).
-    pub(super) fn nfs_client(&self) -> Option<&crate::client_cache::NfsCache> {
+    /// caller made it. Decided once, at mount ([`Mode::resolve`](crate::fs::mode::Mode::resolve)).
+    pub(in crate::fs) fn nfs_client(&self) -> Option<&crate::client_cache::NfsCache> {
         self.mode.nfs().map(|nfs| &nfs.settings)
     }
 
@@ -23,7 +21,11 @@ impl Inner {
     /// client last saw it, and with close-to-open the cached attributes are
     /// dropped, so the next stat or read asks again (the client's GETATTR at
     /// open). `None` on other mounts.
-    pub(super) fn close_to_open(&self, ino: u64, fd: &std::os::fd::OwnedFd) -> Option<FopenFlags> {
+    pub(in crate::fs) fn close_to_open(
+        &self,
+        ino: u64,
+        fd: &std::os::fd::OwnedFd,
+    ) -> Option<FopenFlags> {
         let nfs = &self.mode.nfs()?.settings;
         if !nfs.cto || self.revalidate_fd(ino, sys::raw(fd)) {
             Some(FopenFlags::FOPEN_KEEP_CACHE)
@@ -36,7 +38,7 @@ impl Inner {
     /// lock taken): the cached attributes are dropped, so the next stat or
     /// read asks again, and the cached pages too if the file changed since
     /// this client last saw it. Returns whether the pages are still current.
-    pub(super) fn revalidate_fd(&self, ino: u64, fd: std::os::fd::RawFd) -> bool {
+    pub(in crate::fs) fn revalidate_fd(&self, ino: u64, fd: std::os::fd::RawFd) -> bool {
         let Some(NfsClient {
             settings: nfs,
             view,
@@ -59,7 +61,7 @@ impl Inner {
     }
 
     /// [`revalidate_fd`](Self::revalidate_fd) through open handle `fh`.
-    pub(super) fn revalidate(&self, ino: u64, fh: FileHandle) {
+    pub(in crate::fs) fn revalidate(&self, ino: u64, fh: FileHandle) {
         if let Ok(h) = self.handles.get(fh) {
             self.revalidate_fd(ino, h.raw());
         }
@@ -68,7 +70,7 @@ impl Inner {
     /// Under `--cache nfs`, this client wrote to `ino` (backing fd `fd`): what
     /// the file is now is what it knows, as an NFS client learns it from the
     /// WRITE's reply (so its own writes do not drop its cache at the next open).
-    pub(super) fn wrote_here(&self, ino: u64, fd: std::os::fd::RawFd) {
+    pub(in crate::fs) fn wrote_here(&self, ino: u64, fd: std::os::fd::RawFd) {
         if let Some(NfsClient {
             settings: nfs,
             view,
@@ -83,7 +85,7 @@ impl Inner {
 
     /// What a soft NFS mount answers at its major timeout (EIO, or ETIMEDOUT
     /// under `softerr`).
-    pub(super) fn soft_timeout_errno(&self) -> Errno {
+    pub(in crate::fs) fn soft_timeout_errno(&self) -> Errno {
         Errno::from_i32(
             self.mode
                 .nfs()

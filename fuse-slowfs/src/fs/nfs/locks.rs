@@ -28,8 +28,8 @@ use std::time::Duration;
 use fuser::{Errno, FileHandle, INodeNo, LockOwner, ReplyEmpty, ReplyLock, Request};
 use slowfs_faults::Op;
 
-use super::sys::{self, SysResult};
-use super::{Inner, SlowFs};
+use crate::fs::sys::{self, SysResult};
+use crate::fs::{Inner, SlowFs};
 
 /// FUSE's "to the end of the file" (the kernel's OFFSET_MAX).
 const TO_END: u64 = i64::MAX as u64;
@@ -40,7 +40,7 @@ const RETRY: Duration = Duration::from_millis(10);
 
 /// Each lock owner's open file description, per inode.
 #[derive(Debug, Default)]
-pub(super) struct Locks {
+pub(in crate::fs) struct Locks {
     owners: Mutex<HashMap<(u64, u64), Arc<OwnedFd>>>,
 }
 
@@ -73,14 +73,14 @@ impl Locks {
 /// Drops an owner's locks on a file when it goes: made when a close of the
 /// file by that owner arrives, and dropped whether or not the close's request
 /// runs.
-pub(super) struct UnlockOnDrop {
+pub(in crate::fs) struct UnlockOnDrop {
     inner: Arc<Inner>,
     ino: u64,
     owner: u64,
 }
 
 impl UnlockOnDrop {
-    pub(super) fn new(inner: &Arc<Inner>, ino: u64, owner: u64) -> UnlockOnDrop {
+    pub(in crate::fs) fn new(inner: &Arc<Inner>, ino: u64, owner: u64) -> UnlockOnDrop {
         UnlockOnDrop {
             inner: Arc::clone(inner),
             ino,
@@ -91,7 +91,19 @@ impl UnlockOnDrop {
 
 impl Drop for UnlockOnDrop {
     fn drop(&mut self) {
-        self.inner.locks.closed(self.ino, self.owner);
+        if let Some(nfs) = self.inner.nfs() {
+            nfs.locks.closed(self.ino, self.owner);
+        }
+    }
+}
+
+impl Inner {
+    /// The description `owner`'s locks on `ino` live on. Locks reach the
+    /// daemon only on an NFS client mount with `lock` (elsewhere the kernel
+    /// keeps them): ENOLCK otherwise.
+    fn lock_description(&self, ino: u64, owner: u64) -> SysResult<Arc<OwnedFd>> {
+        let nfs = self.nfs().ok_or(Errno::ENOLCK)?;
+        nfs.locks.description(self, ino, owner)
     }
 }
 
@@ -116,7 +128,7 @@ fn fcntl_lock(fd: &OwnedFd, cmd: i32, lock: &mut libc::flock) -> SysResult<()> {
 }
 
 #[allow(clippy::too_many_arguments)] // the request's fields, as fuser passes them
-pub(super) fn getlk(
+pub(in crate::fs) fn getlk(
     fs: &SlowFs,
     req: &Request,
     ino: INodeNo,
@@ -128,14 +140,11 @@ pub(super) fn getlk(
 ) {
     fs.inner
         .serve_on(req, Op::Lock, ino, reply, move |inner, done, _, _| {
-            let result = inner
-                .locks
-                .description(inner, ino.0, owner.0)
-                .and_then(|fd| {
-                    let mut lock = flock(start, end, typ);
-                    fcntl_lock(&fd, libc::F_OFD_GETLK, &mut lock)?;
-                    Ok(lock)
-                });
+            let result = inner.lock_description(ino.0, owner.0).and_then(|fd| {
+                let mut lock = flock(start, end, typ);
+                fcntl_lock(&fd, libc::F_OFD_GETLK, &mut lock)?;
+                Ok(lock)
+            });
             done.respond(inner, result, |r, lock| {
                 let start = lock.l_start as u64;
                 let end = if lock.l_len == 0 {
@@ -150,7 +159,7 @@ pub(super) fn getlk(
 }
 
 #[allow(clippy::too_many_arguments)] // the request's fields, as fuser passes them
-pub(super) fn setlk(
+pub(in crate::fs) fn setlk(
     fs: &SlowFs,
     req: &Request,
     ino: INodeNo,
@@ -165,7 +174,7 @@ pub(super) fn setlk(
     let caller = req.pid();
     fs.inner
         .serve_on(req, Op::Lock, ino, reply, move |inner, done, _, _| {
-            let fd = match inner.locks.description(inner, ino.0, owner.0) {
+            let fd = match inner.lock_description(ino.0, owner.0) {
                 Ok(fd) => fd,
                 Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
             };

@@ -26,8 +26,8 @@
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use super::Inner;
 use crate::client_cache::NfsCache;
+use crate::fs::Inner;
 use crate::scheduler::Fate;
 
 /// The write-back limits in force.
@@ -101,14 +101,14 @@ impl DirtyLimits {
 /// The flusher's wake-up: set when gathered data crossed the background
 /// threshold.
 #[derive(Debug, Default)]
-pub(super) struct Flusher {
+pub(in crate::fs) struct Flusher {
     kicked: Mutex<bool>,
     wake: Condvar,
 }
 
 impl Flusher {
     /// Wakes the flusher before its interval is up.
-    pub(super) fn kick(&self) {
+    pub(in crate::fs) fn kick(&self) {
         *self.kicked.lock().unwrap() = true;
         self.wake.notify_one();
     }
@@ -126,7 +126,7 @@ impl Flusher {
 
 /// Starts the flusher of `inner` (under `--cache nfs` with write-behind): a
 /// thread that ends when the mount goes.
-pub(super) fn start(inner: &Arc<Inner>) {
+pub(in crate::fs) fn start(inner: &Arc<Inner>) {
     let Some(limits) = inner.mode.nfs().and_then(|nfs| nfs.dirty_limits) else {
         return;
     };
@@ -138,11 +138,12 @@ pub(super) fn start(inner: &Arc<Inner>) {
             if inner.scheduler.is_shut_down() {
                 return;
             }
-            let batch = inner.write_behind.to_write_back(&limits, Instant::now());
+            let Some(nfs) = inner.nfs() else { return };
+            let batch = nfs.write_behind.to_write_back(&limits, Instant::now());
+            let flusher = Arc::clone(&nfs.flusher);
             for pending in batch {
                 inner.write_back(pending);
             }
-            let flusher = Arc::clone(&inner.flusher);
             // Not holding the mount while asleep: it may go meanwhile.
             drop(inner);
             flusher.wait(limits.interval);

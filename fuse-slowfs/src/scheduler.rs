@@ -25,7 +25,6 @@ use slowfs_faults::Hang;
 
 mod interrupts;
 
-pub(crate) use interrupts::interrupted as interrupted_or_gone;
 pub use interrupts::killed as killed_or_gone;
 
 /// How a parked request ends.
@@ -74,6 +73,9 @@ struct Parked {
     deadline: Option<Instant>,
     /// A soft mount's major timeout: if still parked then, it gives up.
     gives_up_at: Option<Instant>,
+    /// Ended by any signal that runs a handler, even where only fatal ones
+    /// end a request (a blocked lock: `nlmclnt_block` waits interruptibly).
+    any_signal: bool,
     parked_at: Instant,
 }
 
@@ -229,6 +231,7 @@ impl Scheduler {
                 delay_after_hang,
                 deadline: None,
                 gives_up_at: None,
+                any_signal: false,
                 parked_at: now,
             },
         );
@@ -255,6 +258,55 @@ impl Scheduler {
         // The timekeeper may be sleeping towards a later deadline.
         shared.clock.notify_one();
         shared.work.notify_one();
+    }
+
+    /// Parks `job` until [`wake`](Self::wake) or `retry_at`, whichever comes
+    /// first, and returns what `wake` takes: a wait for something outside
+    /// the rules (a blocked lock), which holds no thread. It is never given
+    /// up at a soft mount's major timeout, and any signal of `caller` that
+    /// runs a handler or kills ends it (`Fate::Interrupted`) where the
+    /// scheduler watches signals at all. Shutdown runs it at once.
+    pub fn park_until_woken(
+        &self,
+        retry_at: Instant,
+        caller: u32,
+        job: impl FnOnce(Fate) + Send + 'static,
+    ) -> u64 {
+        let shared = &self.shared;
+        let mut state = shared.lock();
+        let id = state.next_id;
+        state.next_id += 1;
+        if state.shutdown {
+            drop(state);
+            job(Fate::Run);
+            return id;
+        }
+        state.parked.insert(
+            id,
+            Parked {
+                job: Box::new(job),
+                caller,
+                hung: false,
+                delay_after_hang: Duration::ZERO,
+                deadline: None,
+                gives_up_at: None,
+                any_signal: true,
+                parked_at: Instant::now(),
+            },
+        );
+        state.set_deadline(id, retry_at);
+        shared.waiting.fetch_add(1, Ordering::SeqCst);
+        shared.unfinished.fetch_add(1, Ordering::SeqCst);
+        drop(state);
+        shared.clock.notify_one();
+        shared.work.notify_one();
+        id
+    }
+
+    /// Runs the job parked as `id` by [`park_until_woken`](Self::park_until_woken)
+    /// now, if it is still parked.
+    pub fn wake(&self, id: u64) {
+        self.shared.make_due(id, Fate::Run);
     }
 
     /// Releases every request hung right now; returns how many there were.

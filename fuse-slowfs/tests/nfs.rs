@@ -1718,3 +1718,91 @@ fn processes_on_one_client_share_its_page_cache_while_a_write_is_in_flight() {
     // reached the server.
     assert!(!reads_beside_a_held_fsync(false).0);
 }
+
+/// Threads of this process (the test and its in-process daemons).
+fn threads_now() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
+/// CPU time this process has used (user + system).
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage fills the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
+}
+
+// Issue 41, item 10: a blocked F_SETLKW costs no daemon thread (before: a
+// thread each, polling every 10 ms: 200 waits took 200 more threads).
+#[test]
+fn blocked_lock_waits_hold_no_daemon_thread() {
+    const WAITS: usize = 200;
+    let a = client("nfs", None, &[]);
+    std::fs::write(a.path("db"), "x").unwrap();
+    let b = client("nfs", Some(&a.backing_path("")), &[]);
+    let held = open_rw(a.path("db"));
+    assert_eq!(
+        whole_file_lock(&held, libc::F_SETLK, libc::F_WRLCK),
+        Ok(libc::F_WRLCK)
+    );
+    let before = threads_now();
+    let waiters: Vec<_> = (0..WAITS)
+        .map(|_| {
+            let other = open_rw(b.path("db"));
+            std::thread::spawn(move || whole_file_lock(&other, libc::F_SETLKW, libc::F_WRLCK))
+        })
+        .collect();
+    // Every wait has reached the daemon and been found blocked (parked).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while b.waiting() < WAITS && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let parked = b.waiting();
+    assert!(
+        parked >= WAITS,
+        "{parked} of {WAITS} waits are parked in the daemon"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let (cpu, wall) = (cpu_time(), std::time::Instant::now());
+    std::thread::sleep(Duration::from_secs(2));
+    let cpu = cpu_time() - cpu;
+    let stat_started = std::time::Instant::now();
+    std::fs::metadata(b.path("db")).unwrap();
+    let stat_took = stat_started.elapsed();
+    let during = threads_now();
+    assert!(
+        waiters.iter().all(|w| !w.is_finished()),
+        "a wait returned while A held the lock"
+    );
+    println!(
+        "{WAITS} blocked waits: threads {before} -> {during}; CPU {:.1}% of a core over {:?} (the whole test process); a stat meanwhile took {stat_took:?}",
+        cpu.as_secs_f64() * 100.0 / wall.elapsed().as_secs_f64(),
+        wall.elapsed()
+    );
+    // The waiting callers' own threads, and no daemon thread per wait (the
+    // margin is for other tests' mounts in this process, which come and go:
+    // a thread per wait would be WAITS more).
+    assert!(
+        during <= before + WAITS + WAITS / 2,
+        "{WAITS} waits took {} threads beyond their callers'",
+        during - before - WAITS
+    );
+    let released = std::time::Instant::now();
+    drop(held);
+    for waiter in waiters {
+        assert_eq!(waiter.join().unwrap(), Ok(libc::F_WRLCK));
+    }
+    println!(
+        "every wait got the lock {:?} after A's close",
+        released.elapsed()
+    );
+}

@@ -41,7 +41,9 @@ impl Mode {
                 Mode::Crash(Default::default(), crash::CrashState::new(backing)?)
             }
             _ if mode.durability.records() => Mode::Recording(Default::default()),
-            crate::CachePolicy::Nfs(settings) => Mode::NfsClient(Box::new(NfsClient::new(settings))),
+            crate::CachePolicy::Nfs(settings) => {
+                Mode::NfsClient(Box::new(NfsClient::new(settings)))
+            }
             crate::CachePolicy::EveryCall => Mode::PageCache,
         })
     }

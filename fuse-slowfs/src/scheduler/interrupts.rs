@@ -69,7 +69,7 @@ fn watch(shared: &Shared, stop: &AtomicBool, fatal_only: bool) {
     unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
     while !stop.load(Ordering::SeqCst) {
         let now = Instant::now();
-        let candidates: Vec<(u64, u32)> = {
+        let candidates: Vec<(u64, u32, bool)> = {
             let state = shared.lock();
             state
                 .parked
@@ -77,11 +77,11 @@ fn watch(shared: &Shared, stop: &AtomicBool, fatal_only: bool) {
                 .filter(|(_, p)| p.caller != 0 && now.duration_since(p.parked_at) >= MIN_AGE)
                 // One that ends within the next scan anyway is not worth a read.
                 .filter(|(_, p)| p.deadline.is_none_or(|d| d > now + MIN_INTERVAL * 2))
-                .map(|(&id, p)| (id, p.caller))
+                .map(|(&id, p)| (id, p.caller, p.any_signal))
                 .collect()
         };
-        for &(id, caller) in &candidates {
-            let ends = if fatal_only {
+        for &(id, caller, any_signal) in &candidates {
+            let ends = if fatal_only && !any_signal {
                 killed(caller)
             } else {
                 interrupted(caller)

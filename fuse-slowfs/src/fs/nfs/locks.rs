@@ -20,10 +20,11 @@
 //! As the NFS client does (nfs(5), "File locking"), taking a lock revalidates
 //! the file's cached data: a lock is a cache consistency point.
 
+mod waits;
+
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use fuser::{Errno, FileHandle, INodeNo, LockOwner, ReplyEmpty, ReplyLock, Request};
 use slowfs_faults::Op;
@@ -34,14 +35,12 @@ use crate::fs::{Inner, SlowFs};
 /// FUSE's "to the end of the file" (the kernel's OFFSET_MAX).
 const TO_END: u64 = i64::MAX as u64;
 
-/// How often a blocked F_SETLKW tries again (the NFS client polls a blocked
-/// lock too, besides the server's callback).
-const RETRY: Duration = Duration::from_millis(10);
-
-/// Each lock owner's open file description, per inode.
+/// Each lock owner's open file description, per inode, and the F_SETLKWs
+/// blocked on each inode.
 #[derive(Debug, Default)]
 pub(in crate::fs) struct Locks {
     owners: Mutex<HashMap<(u64, u64), Arc<OwnedFd>>>,
+    blocked: waits::Blocked,
 }
 
 impl Locks {
@@ -62,11 +61,15 @@ impl Locks {
         Ok(Arc::clone(owners.entry((ino, owner)).or_insert(fd)))
     }
 
-    /// `owner` closed a handle of `ino`: its locks on the file go.
-    fn closed(&self, ino: u64, owner: u64) {
+    /// `owner` closed a handle of `ino`: its locks on the file go, and the
+    /// waits blocked on the file try again.
+    fn closed(&self, inner: &Inner, ino: u64, owner: u64) {
         // Dropped outside the table's lock: the close releases the locks.
         let fd = self.owners.lock().unwrap().remove(&(ino, owner));
-        drop(fd);
+        if fd.is_some() {
+            drop(fd);
+            self.blocked.unlocked(&inner.scheduler, ino);
+        }
     }
 }
 
@@ -92,7 +95,7 @@ impl UnlockOnDrop {
 impl Drop for UnlockOnDrop {
     fn drop(&mut self) {
         if let Some(nfs) = self.inner.nfs() {
-            nfs.locks.closed(self.ino, self.owner);
+            nfs.locks.closed(&self.inner, self.ino, self.owner);
         }
     }
 }
@@ -122,7 +125,7 @@ fn flock(start: u64, end: u64, typ: i32) -> libc::flock {
     lock
 }
 
-fn fcntl_lock(fd: &OwnedFd, cmd: i32, lock: &mut libc::flock) -> SysResult<()> {
+pub(super) fn fcntl_lock(fd: &OwnedFd, cmd: i32, lock: &mut libc::flock) -> SysResult<()> {
     // SAFETY: `lock` is a valid flock for the duration of the call.
     sys::check(unsafe { libc::fcntl(fd.as_raw_fd(), cmd, lock as *mut libc::flock) })
 }
@@ -178,44 +181,19 @@ pub(in crate::fs) fn setlk(
                 Ok(fd) => fd,
                 Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
             };
-            let try_lock = {
-                let inner = Arc::clone(inner);
-                move || {
-                    let mut lock = flock(start, end, typ);
-                    fcntl_lock(&fd, libc::F_OFD_SETLK, &mut lock)?;
-                    if typ != libc::F_UNLCK {
-                        inner.revalidate(ino.0, fh);
-                    }
-                    Ok(())
-                }
+            let request = waits::LockRequest {
+                ino: ino.0,
+                fh,
+                fd,
+                lock: flock(start, end, typ),
+                caller,
             };
-            match try_lock() {
-                Err(Errno::EAGAIN | Errno::EACCES) if sleep => {
-                    // F_SETLKW: wait on a thread of its own, never on a worker.
-                    let inner = Arc::clone(inner);
-                    std::thread::spawn(move || {
-                        let result = loop {
-                            std::thread::sleep(RETRY);
-                            // A lock wait ends at any signal that runs a
-                            // handler, also on NFS (the NLM client waits
-                            // interruptibly: nlmclnt_block), unless --no-intr.
-                            let signalled = if inner.scheduler.interruptible() {
-                                crate::scheduler::interrupted_or_gone(caller)
-                            } else {
-                                crate::scheduler::killed_or_gone(caller)
-                            };
-                            if inner.scheduler.is_shut_down() || signalled {
-                                break Err(Errno::EINTR);
-                            }
-                            match try_lock() {
-                                Err(Errno::EAGAIN | Errno::EACCES) => continue,
-                                other => break other,
-                            }
-                        };
-                        done.respond(&inner, result, |r, ()| r.ok());
-                    });
-                }
-                result => done.respond(inner, result, |r, ()| r.ok()),
+            if sleep {
+                // F_SETLKW: a blocked wait holds no thread (see waits.rs).
+                waits::Wait::start(Arc::clone(inner), request, done);
+            } else {
+                let result = request.try_lock(inner);
+                done.respond(inner, result, |r, ()| r.ok());
             }
         });
 }

@@ -559,6 +559,39 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_runs_when_woken_or_at_its_retry_and_is_never_given_up() {
+        // A soft mount's 10 ms timeout must not end a wait for a lock.
+        let scheduler = Scheduler::new(Interrupts::Never, Some(Duration::from_millis(10))).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let start = Instant::now();
+        let ids: Vec<u64> = [60_000u64, 50]
+            .into_iter()
+            .map(|ms| {
+                let tx = tx.clone();
+                scheduler.park_until_woken(start + Duration::from_millis(ms), 0, move |f| {
+                    tx.send((ms, f, start.elapsed())).unwrap()
+                })
+            })
+            .collect();
+        assert!(
+            rx.recv_timeout(Duration::from_millis(30)).is_err(),
+            "nothing before 50 ms"
+        );
+        let (ms, fate, at) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!((ms, fate), (50, Fate::Run), "its retry, not GaveUp");
+        assert!(at >= Duration::from_millis(50));
+        scheduler.wake(ids[0]);
+        let (ms, fate, _) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            (ms, fate),
+            (60_000, Fate::Run),
+            "woken long before its retry"
+        );
+        scheduler.wake(ids[0]); // already run: nothing happens
+        assert_eq!(scheduler.waiting(), 0);
+    }
+
+    #[test]
     fn shutdown_runs_everything_parked_at_once() {
         let scheduler = Scheduler::new(Interrupts::Never, None).unwrap();
         let (tx, rx) = mpsc::channel();

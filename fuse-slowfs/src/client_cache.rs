@@ -87,6 +87,10 @@ pub struct NfsCache {
     pub sync: bool,
     /// The VM's write-back limits, where set (else the host's sysctls).
     pub dirty: DirtyOptions,
+    /// Listings come with each entry's attributes and handle (READDIRPLUS,
+    /// `rdirplus`, the default), so `ls -l` and `cp -r` send no LOOKUP per
+    /// entry; `nordirplus`: plain READDIR.
+    pub rdirplus: bool,
 }
 
 /// The VM's write-back sysctls that drive the client's WRITEs besides close
@@ -189,6 +193,7 @@ impl Default for NfsCache {
             local_lock: LocalLock::None,
             sync: false,
             dirty: DirtyOptions::default(),
+            rdirplus: true,
         }
     }
 }
@@ -198,7 +203,7 @@ const NFS_OPTIONS: &str = "ac, noac, actimeo=N, acregmin=N, acregmax=N, acdirmin
                            acdirmax=N (seconds), lookupcache=all|positive|none, \
                            rsize=BYTES, wsize=BYTES, cto, nocto, hard, soft, softerr, \
                            timeo=DECISECONDS, retrans=N, lock, nolock, \
-                           local_lock=none|flock|posix|all, sync, async, \
+                           local_lock=none|flock|posix|all, sync, async, rdirplus, nordirplus, \
                            dirty_bytes=BYTES, dirty_background_bytes=BYTES, \
                            dirty_expire_centisecs=N, dirty_writeback_centisecs=N";
 
@@ -235,6 +240,8 @@ impl NfsCache {
                 }
                 "sync" => self.sync = true,
                 "async" => self.sync = false,
+                "rdirplus" => self.rdirplus = true,
+                "nordirplus" => self.rdirplus = false,
                 "cto" => self.cto = true,
                 "nocto" => self.cto = false,
                 "hard" => self.recovery = Recovery::Hard,
@@ -435,6 +442,9 @@ impl fmt::Display for CachePolicy {
                 n.local_lock.name(),
                 if n.sync { "sync" } else { "async" },
             )?;
+                if !n.rdirplus {
+                    write!(f, ",nordirplus")?;
+                }
                 for (name, value) in [
                     ("dirty_bytes", n.dirty.bytes),
                     ("dirty_background_bytes", n.dirty.background_bytes),

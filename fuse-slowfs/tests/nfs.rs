@@ -1806,3 +1806,57 @@ fn blocked_lock_waits_hold_no_daemon_thread() {
         released.elapsed()
     );
 }
+
+/// `ls -ln` of a 200-file directory another client made, on a fresh client
+/// with `policy`: whether it shows what the backing directory holds, and
+/// the LOOKUPs and READDIRs it sent.
+fn ls_l_requests(policy: &str) -> (bool, u64, u64) {
+    let a = client(policy, None, &[]);
+    let dir = a.backing_path("d");
+    std::fs::create_dir(&dir).unwrap();
+    for i in 0..200 {
+        std::fs::write(dir.join(format!("f{i}")), "x".repeat(i)).unwrap();
+    }
+    let ls = |path: &std::path::Path| {
+        let _forks = forking();
+        let out = std::process::Command::new("ls")
+            .args(["-ln", "--time-style=+%s.%N"])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let before = a.stats();
+    let shown = ls(&a.path("d"));
+    let after = a.stats();
+    let sent = |op: &str| after.count(op) - before.count(op);
+    let same = shown == ls(&dir);
+    println!(
+        "{policy}: ls -l of 200 entries: {} lines, as the backing: {same}; {} LOOKUPs, {} READDIRs",
+        shown.lines().count(),
+        sent("lookup"),
+        sent("readdir")
+    );
+    (same, sent("lookup"), sent("readdir"))
+}
+
+// Issue 41, item 15 (READDIRPLUS): `ls -l` sends no LOOKUP per entry, as the
+// Linux client's adaptive READDIRPLUS (nfs_use_readdirplus).
+#[test]
+fn a_listing_brings_the_entries_attributes_with_rdirplus() {
+    let (same, lookups, readdirs) = ls_l_requests("nfs");
+    assert!(same, "ls -l through the mount differs from the backing's");
+    assert!(
+        lookups < 5 && readdirs >= 1,
+        "{lookups} LOOKUPs, {readdirs} READDIRs"
+    );
+    // Negative control: nordirplus lists names only, and ls -l looks each up.
+    let (same, lookups, _) = ls_l_requests("nfs:nordirplus");
+    assert!(same);
+    assert!(lookups >= 200, "nordirplus: {lookups} LOOKUPs");
+}

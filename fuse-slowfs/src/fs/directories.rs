@@ -101,13 +101,10 @@ pub(super) fn readdir(
                 Ok(handle) => handle,
                 Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
             };
-            let mut listing = handle.listing.lock().unwrap();
-            if offset == 0 || !listing.filled {
-                if let Err(errno) = fill_listing(handle.raw(), &mut listing) {
-                    drop(listing);
-                    return done.respond(inner, Err::<(), _>(errno), |_, ()| {});
-                }
-            }
+            let listing = match listing_from(&handle, offset) {
+                Ok(listing) => listing,
+                Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
+            };
             let mut reply = done.record(inner, RequestOutcome::default());
             for (i, (entry_ino, kind, name)) in
                 listing.entries.iter().enumerate().skip(offset as usize)
@@ -140,6 +137,19 @@ pub(super) fn fsyncdir(
     reply: ReplyEmpty,
 ) {
     fs.sync(req, Op::Fsyncdir, ino, fh, datasync, reply);
+}
+
+/// The listing of open directory `handle` for a read from `offset`: read
+/// anew at offset 0 (a rewind) or if not read yet.
+pub(super) fn listing_from(
+    handle: &super::handles::Handle,
+    offset: u64,
+) -> SysResult<std::sync::MutexGuard<'_, super::handles::Listing>> {
+    let mut listing = handle.listing.lock().unwrap();
+    if offset == 0 || !listing.filled {
+        fill_listing(handle.raw(), &mut listing)?;
+    }
+    Ok(listing)
 }
 
 /// Reads a whole directory through a duplicate of `fd`, from the start.

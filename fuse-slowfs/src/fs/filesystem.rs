@@ -56,6 +56,11 @@ impl Filesystem for SlowFs {
             if !nfs.local_lock.flock() {
                 wanted |= InitFlags::FUSE_FLOCK_LOCKS;
             }
+            // `rdirplus`: listings as READDIRPLUS, adaptively as the NFS
+            // client chooses it (see nfs/listings.rs).
+            if nfs.rdirplus {
+                wanted |= InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO;
+            }
         }
         if tuning.kill_priv_v2 {
             // The daemon drops set-user/group-ID itself (see sys::drop_privileges);
@@ -334,6 +339,19 @@ impl Filesystem for SlowFs {
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         contain("opendir", || directories::opendir(self, req, ino, reply));
+    }
+
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: fuser::ReplyDirectoryPlus,
+    ) {
+        contain("readdirplus", || {
+            super::nfs::listings::readdirplus(self, req, ino, fh, offset, reply)
+        });
     }
 
     fn readdir(

@@ -296,6 +296,7 @@ any_reply!(
     fuser::ReplyStatfs,
     fuser::ReplyCreate,
     fuser::ReplyDirectory,
+    fuser::ReplyDirectoryPlus,
     fuser::ReplyXattr,
     fuser::ReplyLseek
 );

@@ -12,11 +12,13 @@
 //!   kept per file (errseq) and reported to each writer at close or fsync;
 //! - [`write_back`]: the VM's dirty limits and the flusher;
 //! - [`silly`]: silly renames and ESTALE;
+//! - [`listings`]: READDIRPLUS, a listing with each entry's attributes;
 //! - [`names`]: names cached as missing, dropped at a directory revalidation;
 //! - [`locks`]: fcntl and flock locks as the server's, and blocked waits.
 
 mod consistency;
 pub(in crate::fs) mod gather;
+pub(in crate::fs) mod listings;
 pub(in crate::fs) mod locks;
 mod names;
 mod silly;

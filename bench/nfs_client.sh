@@ -4,8 +4,10 @@
 # side by side in one run. For each workload: wall time and the requests
 # (RPCs) that reached the daemon, by kind. Workloads: a 4 MiB file read in
 # 4 KiB reads, a 4 MiB write then close, 1,000 stats of a hot file, tar of a
-# 500-file tree, a local git clone, git status, and SQLite (100 committed
-# inserts). Prints a Markdown table.
+# 500-file tree, a local git clone, git status, SQLite (100 committed
+# inserts), cp -r of a 1,000-file tree (40 directories x 25 files), and ls -l
+# and find of a 5,000-entry directory. Prints a Markdown table; the
+# requests the Linux client sends for the same workloads are in docs/nfs.md.
 # ONLY=REGEX runs the matching workloads. (Root is no longer needed for the read-ahead window: 128 KiB, the kernel default, as the Linux NFS client since 5.4.)
 source "$(dirname "$0")/lib.sh"
 work=$(mktemp -d /var/tmp/slowfs-nfs-bench.XXXXXX)
@@ -20,6 +22,12 @@ for d in $(seq 20); do
   mkdir -p "$backing/tree/d$d"
   for f in $(seq 25); do head -c $((RANDOM % 8192)) /dev/urandom > "$backing/tree/d$d/f$f"; done
 done
+mkdir -p "$backing/many" "$backing/copyme"
+for f in $(seq 5000); do : > "$backing/many/f$f"; done
+for d in $(seq 40); do
+  mkdir -p "$backing/copyme/d$d"
+  for f in $(seq 25); do head -c $((RANDOM % 8192)) /dev/urandom > "$backing/copyme/d$d/f$f"; done
+done
 git init -q "$backing/repo"
 (cd "$backing/repo" && cp -r ../tree/d1 ../tree/d2 . && git add -A && git -c user.name=b -c user.email=b@b commit -qm one)
 
@@ -30,6 +38,9 @@ declare -A workloads=(
   [tar-500-files]='tar -cf /dev/null -C "$M" tree'
   [git-clone-local]='git clone -q --no-hardlinks "$M/repo" "$M/clone"; rm -rf "$M/clone"'
   [git-status]='git -C "$M/repo" status --short >/dev/null; git -C "$M/repo" status --short >/dev/null'
+  [cp-r-1000-files]='cp -r "$M/copyme" "$M/copy"'
+  [ls-l-5000]='ls -l "$M/many" >/dev/null'
+  [find-5000]='find "$M/many" >/dev/null'
   [sqlite-100-commits]='python3 -c "
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
@@ -39,16 +50,19 @@ for i in range(100):
     db.commit()
 " "$M/s.db"; rm -f "$M/s.db"'
 )
-order=(read-4MiB-in-4KiB write-4MiB-close stat-hot-x1000 tar-500-files git-clone-local git-status sqlite-100-commits)
+# What a workload leaves behind, removed after its time and requests are taken.
+declare -A cleanup=([cp-r-1000-files]='rm -rf "$M/copy"')
+order=(read-4MiB-in-4KiB write-4MiB-close stat-hot-x1000 tar-500-files git-clone-local git-status sqlite-100-commits cp-r-1000-files ls-l-5000 find-5000)
 
 # run NAME MODE: prints "seconds requests-summary"
 run() {
-  local name=$1 mode=$2 script=${workloads[$1]}
+  local name=$1 mode=$2 script=${workloads[$1]} after=${cleanup[$1]:-:}
   sync; echo 3 > /proc/sys/vm/drop_caches
   if [[ $mode == native ]]; then
     local t0=$(date +%s.%N)
     M=$backing sh -c "$script"
     echo "$(echo "$(date +%s.%N) - $t0" | bc) -"
+    M=$backing sh -c "$after"
     return
   fi
   "$slowfs" run --quiet --seed 1 --backing "$backing" --profile nfs --cache "$mode" -- sh -c '
@@ -56,12 +70,13 @@ run() {
     '"$script"'
     t1=$(date +%s.%N)
     '"$slowfs"' ctl "$M" stats --json > "'"$work"'/stats.json"
+    '"$after"'
     echo "$(echo "$t1 - $t0" | bc)"' 2>/dev/null | tr '\n' ' '
   python3 - "$work/stats.json" <<'EOF'
 import json, sys
 ops = {o["op"]: o["count"] for o in json.load(open(sys.argv[1]))["ops"]}
 total = sum(ops.values())
-keys = ["read", "write", "getattr", "lookup", "open", "flush", "fsync", "fdatasync", "lock"]
+keys = ["read", "write", "getattr", "lookup", "readdir", "open", "create", "mkdir", "flush", "fsync", "fdatasync", "lock"]
 print(f"{total} (" + ", ".join(f"{k} {ops[k]}" for k in keys if ops.get(k)) + ")")
 EOF
 }

@@ -513,7 +513,9 @@ struct FaultArgs {
     /// flock(2) locks stay in this client, where `lock` (the default) shares
     /// them with every mount of the backing directory;
     /// `local_lock=flock|posix|all|none` keeps one, both or neither local.
-    /// `sync`: each write(2) is sent before it returns. See docs/nfs.md.
+    /// `sync`: each write(2) is sent before it returns. `nordirplus`: listings
+    /// without the entries' attributes (READDIRPLUS, `rdirplus`, is the
+    /// default), so `ls -l` looks each entry up. See docs/nfs.md.
     #[arg(long, value_name = "POLICY")]
     cache: Option<slowfs::CachePolicy>,
     /// Write every fault that fires to FILE (JSON lines: the operation, the

@@ -61,8 +61,10 @@ run() {
   if [[ $mode == native ]]; then
     local t0=$(date +%s.%N)
     M=$backing sh -c "$script"
-    echo "$(echo "$(date +%s.%N) - $t0" | bc) -"
+    local t1=$(date +%s.%N)
+    # Before the line is printed: the caller goes on once it has read it.
     M=$backing sh -c "$after"
+    echo "$(echo "$t1 - $t0" | bc) -"
     return
   fi
   "$slowfs" run --quiet --seed 1 --backing "$backing" --profile nfs --cache "$mode" -- sh -c '
@@ -76,8 +78,8 @@ run() {
 import json, sys
 ops = {o["op"]: o["count"] for o in json.load(open(sys.argv[1]))["ops"]}
 total = sum(ops.values())
-keys = ["read", "write", "getattr", "lookup", "readdir", "open", "create", "mkdir", "flush", "fsync", "fdatasync", "lock"]
-print(f"{total} (" + ", ".join(f"{k} {ops[k]}" for k in keys if ops.get(k)) + ")")
+# Every kind that reached the daemon, most first.
+print(f"{total} (" + ", ".join(f"{k} {n}" for k, n in sorted(ops.items(), key=lambda o: -o[1]) if n) + ")")
 EOF
 }
 

@@ -38,7 +38,10 @@ pub const PROFILES: &[Profile] = &[
                  FAST '03 traces)",
         rules: &[
             "lookup,getattr,access,open,opendir,readdir,statfs,lock delay=lognormal(800us,0.6) spike=0.002:100ms",
-            "read,write delay=lognormal(1500us,0.6) spike=0.002:150ms",
+            // A copy_file_range is NFSv4.2's COPY: one data RPC that the
+            // server does (nfs42_proc_copy), where the client sends no READ
+            // or WRITE of its own.
+            "read,write,copy_file_range delay=lognormal(1500us,0.6) spike=0.002:150ms",
             "create,mknod,mkdir,rmdir,unlink,rename,link,symlink,setattr delay=lognormal(3ms,0.7) spike=0.005:200ms",
             "fsync,fdatasync,fsyncdir,flush delay=lognormal(5ms,0.8) spike=0.01:250ms",
         ],

@@ -37,7 +37,9 @@ pub const PROFILES: &[Profile] = &[
                  100+ ms stalls, as in published NFS latency studies (e.g. Ellard et al., \
                  FAST '03 traces)",
         rules: &[
-            "lookup,getattr,access,open,opendir,readdir,statfs,lock delay=lognormal(800us,0.6) spike=0.002:100ms",
+            // xattr: NFSACL's GETACL and SETACL (under --cache nfs only those
+            // reach the server; see fs/nfs/acls.rs in slowfs).
+            "lookup,getattr,access,open,opendir,readdir,statfs,lock,xattr delay=lognormal(800us,0.6) spike=0.002:100ms",
             // A copy_file_range is NFSv4.2's COPY: one data RPC that the
             // server does (nfs42_proc_copy), where the client sends no READ
             // or WRITE of its own.

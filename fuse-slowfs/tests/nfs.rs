@@ -1860,3 +1860,55 @@ fn a_listing_brings_the_entries_attributes_with_rdirplus() {
     assert!(same);
     assert!(lookups >= 200, "nordirplus: {lookups} LOOKUPs");
 }
+
+/// `ls -ln` twice over a 100-file directory another client made, on a
+/// client with `policy` whose xattr requests meet a rule: how many of them
+/// the rule saw each time, then after the other client changed one file.
+fn acl_rpcs(policy: &str) -> [u64; 3] {
+    let a = client(policy, None, &["xattr delay=1us"]);
+    let dir = a.backing_path("d");
+    std::fs::create_dir(&dir).unwrap();
+    for i in 0..100 {
+        std::fs::write(dir.join(format!("f{i}")), "x").unwrap();
+    }
+    let xattr_rpcs = || a.stats().rules[0].matched;
+    let ls = || {
+        let _forks = forking();
+        let out = std::process::Command::new("ls")
+            .arg("-ln")
+            .arg(a.path("d"))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 101);
+    };
+    let mut seen = [0; 3];
+    let mut before = xattr_rpcs();
+    for (round, seen) in seen.iter_mut().enumerate() {
+        if round == 2 {
+            // Another client changes one file: its ACLs are fetched again
+            // once this client sees the change (after its attribute time).
+            std::fs::write(dir.join("f7"), "changed").unwrap();
+            std::thread::sleep(Duration::from_millis(1500));
+        }
+        ls();
+        *seen = xattr_rpcs() - before;
+        before = xattr_rpcs();
+    }
+    println!("{policy}: xattr requests the rule saw per ls -l of 100 files: {seen:?}");
+    seen
+}
+
+// Issue 41, item 15 (costs): ls -l sends one GETACL per file the first time,
+// as a v3 client over NFSACL (nfs3_get_acl caches both ACLs per file); the
+// security.* name it also asks is answered without an RPC.
+#[test]
+fn acls_are_fetched_once_per_file_and_again_after_it_changes() {
+    let [first, again, after_change] = acl_rpcs("nfs:acregmin=1,acregmax=1");
+    assert!((100..=102).contains(&first), "{first}");
+    assert_eq!(again, 0, "cached ACLs asked again");
+    assert!((1..=2).contains(&after_change), "{after_change}");
+    // Negative control: every call pays, two per file each time.
+    let [first, again, _] = acl_rpcs("every-call");
+    assert!(first >= 200 && again >= 200, "{first} {again}");
+}

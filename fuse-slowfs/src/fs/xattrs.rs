@@ -7,8 +7,9 @@ use std::sync::Arc;
 use fuser::{Errno, INodeNo, ReplyEmpty, ReplyXattr, Request};
 use slowfs_faults::Op;
 
+use super::nfs::acls::XattrRequest;
 use super::sys::{self, Caller, SysResult};
-use super::{Ask, Inner, SlowFs};
+use super::{Ask, Carry, Inner, SlowFs};
 
 pub(super) fn setxattr(
     fs: &SlowFs,
@@ -23,8 +24,9 @@ pub(super) fn setxattr(
     let path = inner.path_of(ino.0);
     let name = name.to_os_string();
     let caller = Caller::of(req);
+    let local = inner.xattr_is_local(ino.0, XattrRequest::Change);
     inner.serve(
-        Ask::new(req, Op::Xattr, &path),
+        Ask::new(req, Op::Xattr, &path).local(local),
         value,
         reply,
         move |inner, done, _, value| {
@@ -62,9 +64,10 @@ pub(super) fn getxattr(
 ) {
     let inner = &fs.inner;
     let path = inner.path_of(ino.0);
+    let local = inner.xattr_is_local(ino.0, XattrRequest::Get(name));
     let name = name.to_os_string();
     inner.serve(
-        Ask::new(req, Op::Xattr, &path),
+        Ask::new(req, Op::Xattr, &path).local(local),
         &[],
         reply,
         move |inner, done, _, _| {
@@ -79,11 +82,16 @@ pub(super) fn getxattr(
 }
 
 pub(super) fn listxattr(fs: &SlowFs, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-    fs.inner
-        .serve_on(req, Op::Xattr, ino, reply, move |inner, done, _, _| {
-            let result = xattr_query(inner, ino, size, sys::list_xattrs);
-            done.respond(inner, result, |r, answer| send_xattr(r, size, answer))
-        });
+    let inner = &fs.inner;
+    let path = inner.path_for(Op::Xattr, ino.0);
+    let local = inner.xattr_is_local(ino.0, XattrRequest::List);
+    let ask = Ask::new(req, Op::Xattr, &path)
+        .carrying(Carry::Gathered(ino.0))
+        .local(local);
+    inner.serve(ask, &[], reply, move |inner, done, _, _| {
+        let result = xattr_query(inner, ino, size, sys::list_xattrs);
+        done.respond(inner, result, |r, answer| send_xattr(r, size, answer))
+    });
 }
 
 pub(super) fn removexattr(
@@ -96,8 +104,9 @@ pub(super) fn removexattr(
     let inner = &fs.inner;
     let path = inner.path_of(ino.0);
     let name = name.to_os_string();
+    let local = inner.xattr_is_local(ino.0, XattrRequest::Change);
     inner.serve(
-        Ask::new(req, Op::Xattr, &path),
+        Ask::new(req, Op::Xattr, &path).local(local),
         &[],
         reply,
         move |inner, done, _, _| {

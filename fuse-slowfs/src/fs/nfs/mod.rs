@@ -7,6 +7,7 @@
 //! state exists.
 //!
 //! The parts, one job each:
+//! - [`acls`]: which xattr requests are RPCs (GETACL, cached per file);
 //! - [`consistency`]: close-to-open, revalidation, what a soft mount answers;
 //! - [`write_behind`]: write(2)s gathered per file, sent as WRITEs, errors
 //!   kept per file (errseq) and reported to each writer at close or fsync;
@@ -16,6 +17,7 @@
 //! - [`names`]: names cached as missing, dropped at a directory revalidation;
 //! - [`locks`]: fcntl and flock locks as the server's, and blocked waits.
 
+pub(in crate::fs) mod acls;
 mod consistency;
 pub(in crate::fs) mod gather;
 pub(in crate::fs) mod listings;
@@ -49,6 +51,8 @@ pub(in crate::fs) struct NfsClient {
     pub(in crate::fs) negative_names: names::NegativeNames,
     /// The flusher's wake-up (with write-behind).
     pub(in crate::fs) flusher: Arc<write_back::Flusher>,
+    /// The files whose ACLs it holds.
+    pub(in crate::fs) acls: acls::AclCache,
 }
 
 impl NfsClient {
@@ -63,6 +67,7 @@ impl NfsClient {
             write_behind: Default::default(),
             negative_names: Default::default(),
             flusher: Default::default(),
+            acls: Default::default(),
         }
     }
 
@@ -71,6 +76,7 @@ impl NfsClient {
         self.view.forget(ino);
         self.negative_names.forget(ino);
         self.write_behind.forget(ino);
+        self.acls.forget(ino);
     }
 }
 

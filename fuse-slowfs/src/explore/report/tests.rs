@@ -33,6 +33,7 @@ fn group(message: &str) -> Group {
             output: "doc is ''".into(),
         }],
         models: vec!["strict".into()],
+        unknown: Vec::new(),
     }
 }
 

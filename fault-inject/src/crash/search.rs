@@ -347,11 +347,7 @@ impl<S: StateSpace> Search<S> {
         } else {
             1
         };
-        let adds = |seen: u8| {
-            let can = seen & all;
-            bits & all & !can != 0 || (bits >> 4) & !(can | seen >> 4) != 0
-        };
-        if seen.is_some_and(|seen| !adds(seen)) {
+        if seen.is_some_and(|seen| !adds_labels(seen, bits)) {
             self.duplicates += 1;
             return None;
         }
@@ -374,6 +370,16 @@ impl<S: StateSpace> Iterator for Search<S> {
     fn next(&mut self) -> Option<Candidate<S::State>> {
         self.next_unless(&|| false)
     }
+}
+
+/// Whether labels `bits` (can in the low 4 bits, unknown in the high 4)
+/// say more than `seen` did: a model that can, where none could; or one
+/// unknown, where it was neither can nor unknown (a content once labelled
+/// can stays can, so unknown adds nothing there).
+fn adds_labels(seen: u8, bits: u8) -> bool {
+    let all = model_bits(FsModel::ALL);
+    let can = seen & all;
+    bits & all & !can != 0 || (bits >> 4) & !(can | seen >> 4) != 0
 }
 
 /// A bit per model, in [`FsModel::ALL`]'s order.
@@ -514,6 +520,21 @@ mod tests {
             distinct += 1;
         }
         assert!(handed > distinct, "{handed} labelled, {distinct} distinct");
+    }
+
+    #[test]
+    fn a_content_is_handed_out_again_only_for_a_label_it_lacked() {
+        let can = |m: &[FsModel]| model_bits(m);
+        let unknown = |m: &[FsModel]| model_bits(m) << 4;
+        let strict = can(&[FsModel::Strict]);
+        let ext4 = &[FsModel::Ext4Ordered][..];
+        // Never on ext4, then unknown there: new.
+        assert!(adds_labels(strict, strict | unknown(ext4)));
+        // Unknown, then can: new; unknown again: not.
+        assert!(adds_labels(strict | unknown(ext4), strict | can(ext4)));
+        assert!(!adds_labels(strict | unknown(ext4), strict | unknown(ext4)));
+        // Can, then unknown: nothing new (can stays can).
+        assert!(!adds_labels(strict | can(ext4), strict | unknown(ext4)));
     }
 
     #[test]

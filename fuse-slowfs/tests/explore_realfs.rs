@@ -232,6 +232,9 @@ fn real_groups_are_judged_against_a_model_run_and_a_wrong_model_is_caught() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&real_run).unwrap()).unwrap();
     assert_eq!(report["groups"][0]["model"]["prediction"], "said_never");
+    // A real filesystem's groups were observed: no model labels them.
+    assert_eq!(report["groups"][0]["models"], serde_json::json!([]));
+    assert!(report["groups"][0].get("unknown").is_none(), "{report}");
     // A report of an --fs run is not a model run.
     let (out, text) = explore(
         "xfs",

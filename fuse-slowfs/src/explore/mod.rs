@@ -303,6 +303,7 @@ pub fn explore_image(
     )?;
     for group in &mut found.groups {
         group.models.clear();
+        group.unknown.clear();
     }
     found.per_model.clear();
     found.real_fs = Some(setup.describe());

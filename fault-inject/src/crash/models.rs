@@ -81,7 +81,9 @@
 //! Every model allows a subset of the states of the one it refines
 //! ([`FsModel::refines`]): strict allows them all. A state is a strict state
 //! the model can also produce, so one strict exploration says for each
-//! violation under which models it can happen.
+//! violation under which models it can happen. A few rules only approximate
+//! the kernel; a state only they rule out is "unknown" on the model, not
+//! "never" ([`super::labels`], [`ModelFacts::label`]).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;

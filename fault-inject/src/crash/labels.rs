@@ -4,8 +4,8 @@
 //! Most rules of [`super::models`] follow the kernel's code. A few only
 //! approximate it, in the direction that can rule a state out wrongly; a
 //! "never" that rests on one of them would be a claim the model cannot back.
-//! So each model decides twice: with all its rules ([`Rules::All`], "can")
-//! and with only its sure ones ([`Rules::Sure`]); a state the first rules
+//! So each model decides twice: with all its rules (`Rules::All`, "can")
+//! and with only its sure ones (`Rules::Sure`); a state the first rules
 //! out and the second allows is "unknown". "Never" is said only where the
 //! sure rules rule the state out. The approximate rules, and why:
 //!
@@ -28,7 +28,7 @@
 //!   `dioread_nolock` are not ordered data).
 //! * **btrfs's log tree where "new" is guessed** (btrfs): parents logged
 //!   whole after a rename or unlink, renames of new ancestors, a directory
-//!   fsync's new subdirectories ([`super::log_tree`]); the kernel logs them
+//!   fsync's new subdirectories (`crash::log_tree`); the kernel logs them
 //!   only while the change is in the running transaction.
 //!
 //! Sure, by the code they follow: metadata in journal order and whole, data

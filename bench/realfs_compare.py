@@ -11,7 +11,10 @@
         `explore --fs --compare-with MODEL.json` judged it in REAL.json: a
         model group with the same checker message labelled possible on FS
         (predicted), the same message but labelled never on FS (MODEL SAYS
-        NEVER), or no such group in the model's run (the model's own
+        NEVER), the same message labelled unknown on FS (only an
+        approximate rule of the model ruled it out: not a verdict against
+        the model), no such group in a model run that checked every state
+        (MODEL GAP), or no such group in the model's run (the model's own
         timeline and budget did not show it: to look into, not a verdict
         on the model)
 """
@@ -20,6 +23,7 @@ import sys
 
 # The persistence model that stands for each real filesystem.
 MODEL_OF = {"ext4": "ext4-ordered", "xfs": "xfs", "btrfs": "btrfs"}
+VARIANT_NAMES = {"Strict": "strict", "Xfs": "xfs", "Ext4Ordered": "ext4-ordered", "Btrfs": "btrfs"}
 
 
 def load(path):
@@ -34,37 +38,49 @@ def model_column(model):
     if model is None:
         return "? (the model run failed)"
     groups = model.get("groups", [])
-    on = lambda name: sum(1 for g in groups if name in g.get("models", []))
-    return f"{len(groups)}: {on('xfs')} / {on('ext4-ordered')} / {on('btrfs')}"
+    on = lambda name, key="models": sum(1 for g in groups if name in g.get(key, []))
+    column = f"{len(groups)}: {on('xfs')} / {on('ext4-ordered')} / {on('btrfs')}"
+    if any(g.get("unknown") for g in groups):
+        column += (f"; unknown on {on('xfs', 'unknown')} / {on('ext4-ordered', 'unknown')} / "
+                   f"{on('btrfs', 'unknown')}")
+    return column
 
 
 def cell(model, real, fs, rss_kib, name, groups_file):
     if real is None:
         return "? (the --fs run failed)"
+    # The report spells the model as its Rust variant (`Ext4Ordered`); the
+    # groups' labels use its name (`ext4-ordered`).
     model_name = (real.get("compared_with") or {}).get("model", MODEL_OF[fs])
+    model_name = VARIANT_NAMES.get(model_name, model_name)
     model_can = any(model_name in g.get("models", []) for g in (model or {}).get("groups", []))
     violations = real.get("violations", 0)
-    never, unseen = [], []
+    never, gap, unseen, unknown = [], [], [], []
     said = {
         "predicted": f"predicted (the model run's group: can happen on {model_name})",
         "said_never": f"MODEL SAYS NEVER on {model_name}",
+        "unknown": f"unknown to the model (the model run's group: unknown on {model_name}, "
+                   "ruled out only by an approximate rule)",
+        "gap": "MODEL GAP (the model run checked every state and never gave this message)",
         "not_in_model_run": "not in the model's run (its timeline did not show this message)",
     }
     with open(groups_file, "a") as out:
         for g in real.get("groups", []):
             message = g["message"]
             prediction = g.get("model", {}).get("prediction", "not_in_model_run")
-            if prediction == "said_never":
-                never.append(message)
-            elif prediction == "not_in_model_run":
-                unseen.append(message)
+            {"said_never": never, "gap": gap, "not_in_model_run": unseen,
+             "unknown": unknown}.get(prediction, []).append(message)
             points = g.get("points", "")
             out.write(f"- {name}, real {fs}: \"{message}\" ({g['count']} violations, crash points "
                       f"{points}): {said[prediction]}\n")
     if never:
         verdict = "MODEL SAYS NEVER"
+    elif gap:
+        verdict = "MODEL GAP"
     elif unseen:
         verdict = f"kernel shows {len(unseen)} group(s) the model's run did not"
+    elif unknown:
+        verdict = f"kernel shows {len(unknown)} group(s) the model labelled unknown"
     elif violations > 0:
         verdict = "agree"
     elif model_can:

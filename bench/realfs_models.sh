@@ -14,7 +14,8 @@
 # to every model run's options; ONLY=REGEX
 # runs the matching rows; SLOWFS=PATH runs that binary instead of building one
 # (a copy, so a rebuild during the run cannot change it). Needs root, loop
-# devices, xfsprogs, btrfs-progs.
+# devices, xfsprogs, btrfs-progs; the GDBM and Mercurial rows need
+# python3-gdbm and hg (without them they check nothing, or stop the script).
 source "$(dirname "$0")/lib.sh"
 apps=$PWD/fuse-slowfs/examples/apps
 export_ex=$PWD/fuse-slowfs/examples/export

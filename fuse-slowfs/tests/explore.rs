@@ -738,9 +738,12 @@ m.close()
 
 /// Persistence models: replace-via-rename without fsync loses the file under
 /// strict POSIX, on XFS and on btrfs but not on ext4's data=ordered journal (a rename
-/// over a file writes the file's data first); truncate-and-rewrite in place
-/// loses it on every model. The strict run says so per group, `--fs-model` checks only what the
-/// model can leave.
+/// over a file allocates the file's data first, so it is never empty); the
+/// same file at its size with zeros is unknown on ext4 (`auto_da_alloc`
+/// does not wait for unwritten extents: an approximate rule, never a
+/// "never"); truncate-and-rewrite in place loses it on every model. The
+/// strict run says so per group, `--fs-model` checks only what the model
+/// can leave or cannot rule out.
 #[test]
 fn violations_say_under_which_filesystem_models_they_happen() {
     let logs = tempfile::tempdir().unwrap();
@@ -748,9 +751,18 @@ fn violations_say_under_which_filesystem_models_they_happen() {
     let (code, out) = explore(&check, &[&sh("tmp-rename.sh")], false, logs.path());
     assert_eq!(code, 1, "{out}");
     assert!(
+        out.contains("can happen on: strict, xfs, btrfs; unknown on: ext4-ordered"),
+        "{out}"
+    );
+    // Whole writes: only the empty config, which ext4 surely never leaves.
+    let whole = ["--whole-writes"];
+    let (code, out) = explore_with(&check, &[&sh("tmp-rename.sh")], false, logs.path(), &whole);
+    assert_eq!(code, 1, "{out}");
+    assert!(
         out.contains("can happen on: strict, xfs, btrfs; never on: ext4-ordered"),
         "{out}"
     );
+    let (_, out) = explore(&check, &[&sh("tmp-rename.sh")], false, logs.path());
     // Coverage per model: every state checked is a strict one; each model
     // leaves a subset of the one before it.
     let per_model: Vec<usize> = out
@@ -785,7 +797,17 @@ fn violations_say_under_which_filesystem_models_they_happen() {
         "unsafe on btrfs (the rename's writeback is not waited for): {out}"
     );
     let ext4 = ["--fs-model", "ext4-ordered"];
+    // The zero-filled config is unknown on ext4: checked, and found.
     let (code, out) = explore_with(&check, &[&sh("tmp-rename.sh")], false, logs.path(), &ext4);
+    assert_eq!(code, 1, "unknown on ext4 data=ordered: {out}");
+    let ext4_whole = ["--fs-model", "ext4-ordered", "--whole-writes"];
+    let (code, out) = explore_with(
+        &check,
+        &[&sh("tmp-rename.sh")],
+        false,
+        logs.path(),
+        &ext4_whole,
+    );
     assert_eq!(code, 0, "safe on ext4 data=ordered: {out}");
     assert!(out.contains("cannot leave, skipped: "), "{out}");
     let (code, out) = explore_with(&check, &[&sh("in-place.sh")], false, logs.path(), &ext4);

@@ -102,10 +102,15 @@ fn the_explore_html_report_shows_what_the_json_says_in_a_browser() {
             .iter()
             .map(|m| m.as_str().unwrap())
             .collect();
+        let unknown: Vec<&str> = group["unknown"]
+            .as_array()
+            .map(|u| u.iter().map(|m| m.as_str().unwrap()).collect())
+            .unwrap_or_default();
         let marker = format!(
-            "data-group=\"{}\" data-models=\"{}\"",
+            "data-group=\"{}\" data-models=\"{}\" data-unknown=\"{}\"",
             i + 1,
-            models.join(", ")
+            models.join(", "),
+            unknown.join(", ")
         );
         assert!(shown.contains(&marker), "the page lacks {marker}");
         let example = &group["examples"][0];

@@ -195,7 +195,9 @@ fn real_groups_are_judged_against_a_model_run_and_a_wrong_model_is_caught() {
         .unwrap();
     let text = common::text(&out);
     assert_eq!(out.status.code(), Some(1), "the model run: {text}");
-    assert!(text.contains("never on: ext4-ordered"), "{text}");
+    // The empty config is never on ext4-ordered, the zero-filled one only
+    // unknown (auto_da_alloc does not wait for unwritten extents).
+    assert!(text.contains("unknown on: ext4-ordered"), "{text}");
     let model = model_run.to_str().unwrap();
     // Without auto_da_alloc ext4 orders no data before a rename: the xfs
     // model stands for it, and allows the empty config.
@@ -230,6 +232,9 @@ fn real_groups_are_judged_against_a_model_run_and_a_wrong_model_is_caught() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&real_run).unwrap()).unwrap();
     assert_eq!(report["groups"][0]["model"]["prediction"], "said_never");
+    // A real filesystem's groups were observed: no model labels them.
+    assert_eq!(report["groups"][0]["models"], serde_json::json!([]));
+    assert!(report["groups"][0].get("unknown").is_none(), "{report}");
     // A report of an --fs run is not a model run.
     let (out, text) = explore(
         "xfs",

@@ -14,13 +14,20 @@
 //! "New" is approximated from the log, which has no transaction boundaries:
 //! a parent logged whole after a rename counts while the rename is pending
 //! under strict POSIX at the crash; a subdirectory is new while no directory
-//! fsync or sync has made its create durable.
+//! fsync or sync has made its create durable. The kernel asks whether the
+//! change is in the running transaction (`last_unlink_trans`,
+//! `btrfs_inode_in_log`), and a periodic commit between the change and the
+//! fsync makes it log less: those loggings are approximate
+//! ([`super::labels`]), a state that only they rule out is unknown on btrfs,
+//! not never. An fsync's own names and its new ancestors' creates are sure
+//! (logged, or committed before by the transaction that made them old).
 //!
 //! A removed name stays removed only on kernels with upstream commit
 //! 5e85262e542d (6.16, backported to stable); older ones can bring it back.
 
 use std::collections::{HashMap, HashSet};
 
+use super::labels::Rules;
 use crate::durability::{Log, LogOp, Node, NodeId, Tree};
 
 /// One fsync that logs an operation, and the operation that must still be
@@ -29,6 +36,8 @@ use crate::durability::{Log, LogOp, Node, NodeId, Tree};
 struct Logged {
     fsync: usize,
     while_pending: Option<usize>,
+    /// Whether it rests on the log's approximation of "new".
+    approximate: bool,
 }
 
 /// For every operation of a log, the fsyncs that log it.
@@ -53,25 +62,26 @@ impl LogTree {
                 _ => None,
             };
             if let Some(target) = target {
-                let mut log_if = |j: usize, while_pending: Option<usize>| {
+                let mut log_if = |j: usize, while_pending: Option<usize>, approximate: bool| {
                     logged_by[j].push(Logged {
                         fsync: i,
                         while_pending,
+                        approximate,
                     })
                 };
                 // Its own names.
                 for (j, earlier) in ops[..i].iter().enumerate() {
                     if names(earlier, j, &removed).contains(&target) {
-                        log_if(j, None);
+                        log_if(j, None, false);
                     }
                 }
                 // New directories above it.
                 for ancestor in ancestors(&tree, target) {
                     if let Some(&create) = created.get(&ancestor) {
-                        log_if(create, None);
+                        log_if(create, None, false);
                         for (j, earlier) in ops[..i].iter().enumerate() {
                             if matches!(earlier, LogOp::Rename { node, .. } if *node == ancestor) {
-                                log_if(j, Some(create));
+                                log_if(j, Some(create), true);
                             }
                         }
                     }
@@ -88,7 +98,7 @@ impl LogTree {
                     for &r in &moved {
                         for (j, earlier) in ops[..i].iter().enumerate() {
                             if earlier.dirs().iter().any(|d| parents.contains(d)) {
-                                log_if(j, Some(r));
+                                log_if(j, Some(r), true);
                             }
                         }
                     }
@@ -114,7 +124,7 @@ impl LogTree {
                         }
                         for (j, earlier) in ops[..i].iter().enumerate() {
                             if earlier.dirs().contains(child) {
-                                log_if(j, None);
+                                log_if(j, None, true);
                             }
                         }
                     }
@@ -139,10 +149,12 @@ impl LogTree {
     }
 
     /// Whether an fsync before crash point `point` logged operation `i`
-    /// (`pending`: the operations not durable under strict POSIX, sorted).
-    pub(super) fn logged(&self, i: usize, point: usize, pending: &[usize]) -> bool {
+    /// (`pending`: the operations not durable under strict POSIX, sorted);
+    /// under [`Rules::Sure`], surely logged it.
+    pub(super) fn logged(&self, rules: Rules, i: usize, point: usize, pending: &[usize]) -> bool {
         self.logged_by[i].iter().any(|l| {
             l.fsync < point
+                && (rules == Rules::All || !l.approximate)
                 && l.while_pending
                     .is_none_or(|op| pending.binary_search(&op).is_ok())
         })

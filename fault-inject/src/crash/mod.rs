@@ -10,6 +10,8 @@
 //! * [`trees`]: the space of a log's file trees;
 //! * [`blocks`]: the space of a block device (an image's writes and flushes);
 //! * [`coverage`]: what a search covered, per point and in sum;
+//! * [`labels`]: can, unknown or never per model (approximate rules never
+//!   make a "never");
 //! * [`report`]: violations grouped by cause, with their smallest examples;
 //! * [`oracle`]: a model run's groups judged against a real filesystem's;
 //! * [`text`]: operations with path names, the `CRASH_POINT/KEPT` spelling.
@@ -37,6 +39,7 @@
 
 pub mod blocks;
 pub mod coverage;
+pub mod labels;
 mod log_tree;
 pub mod models;
 pub mod oracle;

@@ -81,7 +81,9 @@
 //! Every model allows a subset of the states of the one it refines
 //! ([`FsModel::refines`]): strict allows them all. A state is a strict state
 //! the model can also produce, so one strict exploration says for each
-//! violation under which models it can happen.
+//! violation under which models it can happen. A few rules only approximate
+//! the kernel; a state only they rule out is "unknown" on the model, not
+//! "never" ([`super::labels`], [`ModelFacts::label`]).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -89,6 +91,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::labels::Rules;
+pub use super::labels::{Label, Labels};
 use super::log_tree::LogTree;
 use crate::durability::{Keep, Kept, Log, LogOp, Node, NodeId};
 
@@ -188,6 +192,9 @@ pub struct ModelFacts {
     /// to the transaction holding the synced inode's last change: see
     /// [`SyncReach`]); `None` where it forces nothing.
     commits_upto: Vec<Option<usize>>,
+    /// The same, counting only changes that surely reach the inode's
+    /// transaction (not a timestamp-only write: see [`SyncReach`]).
+    commits_surely_upto: Vec<Option<usize>>,
     /// Which operations btrfs's fsyncs log.
     log_tree: LogTree,
 }
@@ -215,10 +222,18 @@ pub struct ModelFacts {
 /// So an fdatasync after in-place overwrites (only timestamps change)
 /// commits nothing: a file created before it is still not durable when it
 /// returns (seen on real ext4 and XFS, issue 43).
+///
+/// Approximate (see [`super::labels`]): an in-place overwrite changes the
+/// inode only if its timestamps move (`file_modified` ->
+/// `inode_needs_update_time`, at the coarse clock's granularity), so an
+/// fsync's reach through such a write is not sure; `changed_surely` leaves
+/// those writes out.
 #[derive(Debug, Default)]
 struct SyncReach {
     /// Per inode: its last change of any kind (what fsync forces).
     changed: HashMap<NodeId, usize>,
+    /// Per inode: its last change that is more than timestamps.
+    changed_surely: HashMap<NodeId, usize>,
     /// Per file: its last size change or allocating write (what fdatasync
     /// forces).
     data_changed: HashMap<NodeId, usize>,
@@ -228,43 +243,42 @@ struct SyncReach {
 
 impl SyncReach {
     /// Notes operation `i`, `tree` being the shape before it; returns how
-    /// far it commits, if it is a sync.
+    /// far it commits, if it is a sync, and how far it surely commits.
     fn see(
         &mut self,
         log: &Log,
         tree: &crate::durability::Tree,
         i: usize,
         op: &LogOp,
-    ) -> Option<usize> {
+    ) -> (Option<usize>, Option<usize>) {
         let entry = |dir: &NodeId, name: &str| match tree.nodes.get(dir) {
             Some(Node::Dir(entries)) => entries.get(name).copied(),
             _ => None,
         };
-        let mut touch = |nodes: &[Option<NodeId>]| {
-            for node in nodes.iter().flatten() {
-                self.changed.insert(*node, i);
-            }
-        };
         match op {
             LogOp::Write { node, offset, data } => {
-                touch(&[Some(*node)]);
+                self.changed.insert(*node, i);
                 let size = self.size(log, *node);
                 let end = offset + data.len() as u64;
                 if end > size {
                     self.sizes.insert(*node, end);
                     self.data_changed.insert(*node, i);
+                    self.changed_surely.insert(*node, i);
                 }
             }
             LogOp::SetLen { node, len } => {
-                touch(&[Some(*node)]);
+                self.touch(i, &[Some(*node)]);
                 self.sizes.insert(*node, *len);
                 self.data_changed.insert(*node, i);
             }
-            LogOp::TruncateZeroing { node, .. } => touch(&[Some(*node)]),
-            LogOp::Create { dir, node, .. } | LogOp::Link { dir, node, .. } => {
-                touch(&[Some(*dir), Some(*node)]);
+            // Zeros in the page cache: no change of the inode of its own.
+            LogOp::TruncateZeroing { node, .. } => {
+                self.changed.insert(*node, i);
             }
-            LogOp::Remove { dir, name } => touch(&[Some(*dir), entry(dir, name)]),
+            LogOp::Create { dir, node, .. } | LogOp::Link { dir, node, .. } => {
+                self.touch(i, &[Some(*dir), Some(*node)]);
+            }
+            LogOp::Remove { dir, name } => self.touch(i, &[Some(*dir), entry(dir, name)]),
             LogOp::Rename {
                 from_dir,
                 to_dir,
@@ -272,25 +286,39 @@ impl SyncReach {
                 node,
                 exchanged,
                 ..
-            } => touch(&[
-                Some(*from_dir),
-                Some(*to_dir),
-                Some(*node),
-                *exchanged,
-                entry(to_dir, to_name),
-            ]),
+            } => self.touch(
+                i,
+                &[
+                    Some(*from_dir),
+                    Some(*to_dir),
+                    Some(*node),
+                    *exchanged,
+                    entry(to_dir, to_name),
+                ],
+            ),
             LogOp::Fsync { node, datasync } => {
-                let last = if *datasync {
-                    self.data_changed.get(node)
+                let after = |map: &HashMap<NodeId, usize>| map.get(node).map(|j| j + 1);
+                return if *datasync {
+                    (after(&self.data_changed), after(&self.data_changed))
                 } else {
-                    self.changed.get(node)
+                    (after(&self.changed), after(&self.changed_surely))
                 };
-                return last.map(|j| j + 1);
             }
-            LogOp::FsyncDir { dir } => return self.changed.get(dir).map(|j| j + 1),
-            LogOp::Sync => return Some(i),
+            LogOp::FsyncDir { dir } => {
+                let after = self.changed.get(dir).map(|j| j + 1);
+                return (after, after);
+            }
+            LogOp::Sync => return (Some(i), Some(i)),
         }
-        None
+        (None, None)
+    }
+
+    /// Operation `i` changed `nodes` (more than their timestamps).
+    fn touch(&mut self, i: usize, nodes: &[Option<NodeId>]) {
+        for node in nodes.iter().flatten() {
+            self.changed.insert(*node, i);
+            self.changed_surely.insert(*node, i);
+        }
     }
 
     fn size(&mut self, log: &Log, node: NodeId) -> u64 {
@@ -321,9 +349,12 @@ impl ModelFacts {
         // Per file: its first write past its initial size.
         let mut first_allocating: HashMap<NodeId, usize> = HashMap::new();
         let mut reach = SyncReach::default();
-        let mut commits_upto = Vec::with_capacity(n);
+        let (mut commits_upto, mut commits_surely_upto) =
+            (Vec::with_capacity(n), Vec::with_capacity(n));
         for (i, op) in log.ops().iter().enumerate() {
-            commits_upto.push(reach.see(log, &tree, i, op));
+            let (upto, surely) = reach.see(log, &tree, i, op);
+            commits_upto.push(upto);
+            commits_surely_upto.push(surely);
             let mut replaced = None;
             let (is_metadata, allocation) = match op {
                 LogOp::Write { node, offset, data } => {
@@ -371,6 +402,7 @@ impl ModelFacts {
             allocating_from,
             replacing,
             commits_upto,
+            commits_surely_upto,
             log_tree: LogTree::new(log),
         }
     }
@@ -385,15 +417,60 @@ impl ModelFacts {
         pending: &[usize],
         kept: &Kept,
     ) -> bool {
+        self.allows_under(Rules::All, model, log, point, pending, kept)
+    }
+
+    /// Whether `model`, deciding by `rules`, can leave the state.
+    fn allows_under(
+        &self,
+        rules: Rules,
+        model: FsModel,
+        log: &Log,
+        point: usize,
+        pending: &[usize],
+        kept: &Kept,
+    ) -> bool {
         match model {
             FsModel::Strict => true,
-            FsModel::Xfs => self.journal(point, pending, kept),
+            FsModel::Xfs => self.journal(rules, point, pending, kept),
             FsModel::Ext4Ordered => {
-                self.journal(point, pending, kept)
-                    && self.data_before_replacing_rename(point, pending, kept)
+                self.journal(rules, point, pending, kept)
+                    && self.data_before_replacing_rename(rules, point, pending, kept)
             }
-            FsModel::Btrfs => self.transactions_and_log_tree(log, point, pending, kept),
+            FsModel::Btrfs => self.transactions_and_log_tree(rules, log, point, pending, kept),
         }
+    }
+
+    /// What `model` says of the state: it can leave it; only an approximate
+    /// rule rules it out (unknown); or its sure rules rule it out (never).
+    pub fn label(
+        &self,
+        model: FsModel,
+        log: &Log,
+        point: usize,
+        pending: &[usize],
+        kept: &Kept,
+    ) -> Label {
+        if self.allows_under(Rules::All, model, log, point, pending, kept) {
+            Label::Can
+        } else if self.allows_under(Rules::Sure, model, log, point, pending, kept) {
+            Label::Unknown
+        } else {
+            Label::Never
+        }
+    }
+
+    /// Every model's [`label`](Self::label) of the state.
+    pub fn labels(&self, log: &Log, point: usize, pending: &[usize], kept: &Kept) -> Labels {
+        let mut labels = Labels::default();
+        for &model in FsModel::ALL {
+            match self.label(model, log, point, pending, kept) {
+                Label::Can => labels.can.push(model),
+                Label::Unknown => labels.unknown.push(model),
+                Label::Never => {}
+            }
+        }
+        labels
     }
 
     /// The models that can leave this state.
@@ -404,18 +481,14 @@ impl ModelFacts {
         pending: &[usize],
         kept: &Kept,
     ) -> Vec<FsModel> {
-        FsModel::ALL
-            .iter()
-            .copied()
-            .filter(|m| self.allows(*m, log, point, pending, kept))
-            .collect()
+        self.labels(log, point, pending, kept).can
     }
 
     /// A journal (ext4's, XFS's log): pending metadata persists as a prefix,
     /// each operation whole; an fsync commits every one before it; a kept
     /// write that needed new blocks keeps every metadata operation before
     /// the allocation it waited for.
-    fn journal(&self, point: usize, pending: &[usize], kept: &Kept) -> bool {
+    fn journal(&self, rules: Rules, point: usize, pending: &[usize], kept: &Kept) -> bool {
         let whole = |i: usize| kept.get(&i) == Some(&Keep::Whole);
         let journaled: Vec<usize> = pending
             .iter()
@@ -429,7 +502,11 @@ impl ModelFacts {
         // The first pending metadata operation not kept: nothing logged after
         // it persisted, and no sync before the crash committed it.
         let first_lost = journaled.get(prefix).copied();
-        let committed = self.commits_upto[..point].iter().flatten().max();
+        let commits = match rules {
+            Rules::All => &self.commits_upto,
+            Rules::Sure => &self.commits_surely_upto,
+        };
+        let committed = commits[..point].iter().flatten().max();
         if let (Some(lost), Some(&committed)) = (first_lost, committed) {
             if lost < committed {
                 return false;
@@ -448,14 +525,21 @@ impl ModelFacts {
     /// data written.
     fn transactions_and_log_tree(
         &self,
+        rules: Rules,
         log: &Log,
         point: usize,
         pending: &[usize],
         kept: &Kept,
     ) -> bool {
         let whole = |i: usize| kept.get(&i) == Some(&Keep::Whole);
-        let logged = |i: usize| self.log_tree.logged(i, point, pending);
-        if pending.iter().any(|&i| logged(i) && !whole(i)) {
+        let logged = |i: usize| self.log_tree.logged(Rules::All, i, point, pending);
+        // What the fsyncs logged persists whole; under the sure rules only
+        // what they surely logged (an operation they may have logged is
+        // still left out of the last transaction below, either way).
+        if pending
+            .iter()
+            .any(|&i| self.log_tree.logged(rules, i, point, pending) && !whole(i))
+        {
             return false;
         }
         // btrfs updates a file's size when its data extent is written
@@ -493,11 +577,33 @@ impl ModelFacts {
     }
 
     /// ext4's `auto_da_alloc`: a kept rename over a file keeps the renamed
-    /// file's earlier writes.
-    fn data_before_replacing_rename(&self, point: usize, pending: &[usize], kept: &Kept) -> bool {
+    /// file's earlier writes. Sure only for a write that needed new blocks
+    /// and is lost whole: `ext4_rename` -> `ext4_alloc_da_blocks` flushes
+    /// only delayed-allocation blocks (none when `i_reserved_data_blocks`
+    /// is 0) with `filemap_flush`, which allocates them and sets the size in
+    /// a transaction no later than the rename's but does not wait for the
+    /// data; with `dioread_nolock` (the default) the new extents are
+    /// unwritten, off the ordered-data list (`ext4_map_blocks`), until the
+    /// I/O ends. So the rename can persist over the size without the data
+    /// (zeros), part of it, or an overwrite not yet written.
+    fn data_before_replacing_rename(
+        &self,
+        rules: Rules,
+        point: usize,
+        pending: &[usize],
+        kept: &Kept,
+    ) -> bool {
         let whole = |i: usize| kept.get(&i) == Some(&Keep::Whole);
         let pending_set: HashSet<usize> = pending.iter().copied().collect();
         let dropped = |i: usize| pending_set.contains(&i) && !whole(i);
+        let counts = |j: usize| match rules {
+            Rules::All => dropped(j),
+            Rules::Sure => {
+                pending_set.contains(&j)
+                    && !kept.contains_key(&j)
+                    && self.allocating_from[j].is_some()
+            }
+        };
         !self
             .replacing
             .iter()
@@ -506,7 +612,7 @@ impl ModelFacts {
             .any(|(i, writes)| {
                 writes
                     .as_ref()
-                    .is_some_and(|writes| !dropped(i) && writes.iter().any(|&j| dropped(j)))
+                    .is_some_and(|writes| !dropped(i) && writes.iter().any(|&j| counts(j)))
             })
     }
 }

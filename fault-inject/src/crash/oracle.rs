@@ -18,6 +18,12 @@ pub enum Prediction {
     /// The model run has this message but says the model never leaves such
     /// a state: the model is wrong (the worst disagreement).
     SaidNever,
+    /// The model run has this message and labelled it unknown on the model:
+    /// only an approximate rule ruled its states out
+    /// ([`super::labels`]), so the model never claimed "never". Not a
+    /// verdict against the model; the kernel's evidence that the rule does
+    /// not hold here.
+    Unknown,
     /// The model run has no group with this message, and it did not check
     /// every state: its budget may not have reached such a state. Not a
     /// verdict on the model.
@@ -56,6 +62,12 @@ impl Prediction {
                 "MODEL SAYS NEVER: the model run has this message but says the {model} model \
                  never leaves it (the model is wrong here)"
             ),
+            Prediction::Unknown => format!(
+                "unknown to the model: the model run has this message and labelled it unknown \
+                 on {model} (only an approximate rule of the model ruled it out, so it did not \
+                 say never): the kernel shows that rule does not hold here; not counted against \
+                 the model"
+            ),
             Prediction::NotInModelRun => format!(
                 "not in the model run (it checked {} states but not every state of every crash \
                  point, so its budget may not have reached such a state: not a verdict on the \
@@ -87,6 +99,7 @@ pub fn predictions(
                 None if scope.exhaustive => (Prediction::Gap, None),
                 None => (Prediction::NotInModelRun, None),
                 Some(i) if allows(&model_run[i], model) => (Prediction::Predicted, Some(i)),
+                Some(i) if unknown(&model_run[i], model) => (Prediction::Unknown, Some(i)),
                 Some(i) => (Prediction::SaidNever, Some(i)),
             },
         )
@@ -121,6 +134,11 @@ pub fn allows(group: &Group, model: FsModel) -> bool {
     group.models.iter().any(|m| m == model.name())
 }
 
+/// Whether the model run labelled `group` unknown on `model`.
+pub fn unknown(group: &Group, model: FsModel) -> bool {
+    group.unknown.iter().any(|m| m == model.name())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +151,7 @@ mod tests {
             patterns: Vec::new(),
             examples: Vec::new(),
             models: models.iter().map(|m| m.to_string()).collect(),
+            unknown: Vec::new(),
         }
     }
 
@@ -171,6 +190,14 @@ mod tests {
             predictions(&real[2..], &model_run, FsModel::Ext4Ordered, &exhaustive),
             [(Prediction::Gap, None)]
         );
+        // Unknown on ext4-ordered: said neither can nor never.
+        let mut unsure = model_run[0].clone();
+        unsure.unknown = vec!["ext4-ordered".into()];
+        assert_eq!(
+            predictions(&real[..1], &[unsure], FsModel::Ext4Ordered, &exhaustive),
+            [(Prediction::Unknown, Some(0))]
+        );
+        assert!(!Prediction::Unknown.model_is_wrong());
         let unseen: Vec<&str> = not_shown(&real, &model_run, FsModel::Strict)
             .iter()
             .map(|g| g.message.as_str())

@@ -61,6 +61,11 @@ pub struct Group {
     /// happen ([`super::models`]); `strict` always.
     #[serde(default)]
     pub models: Vec<String>,
+    /// The models under which none of its states can happen, but at least
+    /// one is ruled out only by an approximate rule ([`super::labels`]):
+    /// unknown there, not never.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<String>,
 }
 
 /// One violation as a person reads it.
@@ -119,6 +124,9 @@ struct Building {
     /// The models under which some violation of the group can happen.
     #[serde(default)]
     models: std::collections::BTreeSet<super::models::FsModel>,
+    /// The models some violation of the group is unknown on.
+    #[serde(default)]
+    unknown: std::collections::BTreeSet<super::models::FsModel>,
 }
 
 /// Smaller is a better example: fewer lost operations, an earlier point, then
@@ -167,6 +175,7 @@ impl Tally {
                 ours.offer(rank, || example);
             }
             ours.models.extend(theirs.models);
+            ours.unknown.extend(theirs.unknown);
         }
     }
 
@@ -188,6 +197,11 @@ impl Tally {
                     patterns,
                     examples: g.examples.iter().map(|(_, e)| e.clone()).collect(),
                     models: g.models.iter().map(|m| m.name().to_string()).collect(),
+                    unknown: g
+                        .unknown
+                        .difference(&g.models)
+                        .map(|m| m.name().to_string())
+                        .collect(),
                 }
             })
             .collect();
@@ -245,12 +259,12 @@ impl<'a> Grouper<'a> {
                 patterns: BTreeMap::new(),
                 examples: Vec::new(),
                 models: Default::default(),
+                unknown: Default::default(),
             });
         group.count += 1;
-        group.models.extend(
-            self.facts
-                .models_allowing(self.log, v.point, &v.pending, &v.kept),
-        );
+        let labels = self.facts.labels(self.log, v.point, &v.pending, &v.kept);
+        group.models.extend(labels.can);
+        group.unknown.extend(labels.unknown);
         group.points.insert(v.point);
         group.count_pattern(pattern.join("; "), 1);
         let rank = (v.lost().count(), v.point, v.state());

@@ -26,7 +26,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::coverage::{high_yield_left, CoverageSummary, PointCoverage};
-use super::models::FsModel;
+use super::models::{FsModel, Labels};
 use super::states::PointStates;
 use crate::durability::Kept;
 
@@ -75,9 +75,9 @@ pub trait StateSpace {
         false
     }
 
-    /// The models that can leave `kept` at `slot`; asked only if [`Self::labels`].
-    fn models(&mut self, _slot: usize, _kept: &Kept) -> Vec<FsModel> {
-        Vec::new()
+    /// What each model says of `kept` at `slot`; asked only if [`Self::labels`].
+    fn models(&mut self, _slot: usize, _kept: &Kept) -> Labels {
+        Labels::default()
     }
 
     /// Whether a content is checked once per crash point it occurs at,
@@ -101,6 +101,9 @@ pub struct Candidate<T> {
     /// If the space [labels](StateSpace::labels) its states: the models
     /// that can leave this set of kept operations (empty otherwise).
     pub models: Vec<FsModel>,
+    /// Likewise, the models that rule it out only by an approximate rule
+    /// ([`super::labels`]).
+    pub unknown: Vec<FsModel>,
 }
 
 /// Phases 1 and 2 walk the points with the same cursor.
@@ -133,7 +136,8 @@ pub struct Search<S: StateSpace> {
     space: S,
     phase: Phase,
     /// Contents handed out, with the models some set of kept operations
-    /// leading to them is allowed by (a bit per model; 1 without models).
+    /// leading to them is allowed by (a bit per model; 1 without models),
+    /// and those it is unknown on (the same bits, 4 higher).
     seen: HashMap<(usize, u64), u8>,
     coverage: Vec<PointCoverage>,
     /// Phase 3, per point: duplicate samples in a row.
@@ -323,21 +327,27 @@ impl<S: StateSpace> Search<S> {
 
     /// The state `kept` at `slot`, unless its content was handed out before
     /// (at this point, with [`StateSpace::per_point`]) with every model this
-    /// set of kept operations is allowed by.
+    /// set of kept operations is allowed by, and every model it is unknown
+    /// on (allowed or unknown).
     fn offer(&mut self, slot: usize, kept: Kept) -> Option<Candidate<S::State>> {
         let (fingerprint, state) = self.space.build(slot, &kept);
         let point = self.space.crash_point(slot);
         let key = (if self.space.per_point() { point } else { 0 }, fingerprint);
         let seen = self.seen.get(&key).copied();
         let labels = self.space.labels();
+        let all = model_bits(FsModel::ALL);
         let models = match seen {
-            _ if !labels => Vec::new(),
+            _ if !labels => Labels::default(),
             // Every model already covers this content: no set can add one.
-            Some(seen) if seen == model_bits(FsModel::ALL) => Vec::new(),
+            Some(seen) if seen & all == all => Labels::default(),
             _ => self.space.models(slot, &kept),
         };
-        let bits = if labels { model_bits(&models) } else { 1 };
-        if seen.is_some_and(|seen| bits & !seen == 0) {
+        let bits = if labels {
+            model_bits(&models.can) | model_bits(&models.unknown) << 4
+        } else {
+            1
+        };
+        if seen.is_some_and(|seen| !adds_labels(seen, bits)) {
             self.duplicates += 1;
             return None;
         }
@@ -347,7 +357,8 @@ impl<S: StateSpace> Search<S> {
             kept,
             pending: self.space.states(slot).pending_ops(),
             state,
-            models,
+            models: models.can,
+            unknown: models.unknown,
         })
     }
 }
@@ -359,6 +370,16 @@ impl<S: StateSpace> Iterator for Search<S> {
     fn next(&mut self) -> Option<Candidate<S::State>> {
         self.next_unless(&|| false)
     }
+}
+
+/// Whether labels `bits` (can in the low 4 bits, unknown in the high 4)
+/// say more than `seen` did: a model that can, where none could; or one
+/// unknown, where it was neither can nor unknown (a content once labelled
+/// can stays can, so unknown adds nothing there).
+fn adds_labels(seen: u8, bits: u8) -> bool {
+    let all = model_bits(FsModel::ALL);
+    let can = seen & all;
+    bits & all & !can != 0 || (bits >> 4) & !(can | seen >> 4) != 0
 }
 
 /// A bit per model, in [`FsModel::ALL`]'s order.
@@ -499,6 +520,21 @@ mod tests {
             distinct += 1;
         }
         assert!(handed > distinct, "{handed} labelled, {distinct} distinct");
+    }
+
+    #[test]
+    fn a_content_is_handed_out_again_only_for_a_label_it_lacked() {
+        let can = |m: &[FsModel]| model_bits(m);
+        let unknown = |m: &[FsModel]| model_bits(m) << 4;
+        let strict = can(&[FsModel::Strict]);
+        let ext4 = &[FsModel::Ext4Ordered][..];
+        // Never on ext4, then unknown there: new.
+        assert!(adds_labels(strict, strict | unknown(ext4)));
+        // Unknown, then can: new; unknown again: not.
+        assert!(adds_labels(strict | unknown(ext4), strict | can(ext4)));
+        assert!(!adds_labels(strict | unknown(ext4), strict | unknown(ext4)));
+        // Can, then unknown: nothing new (can stays can).
+        assert!(!adds_labels(strict | can(ext4), strict | unknown(ext4)));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! tree's fingerprint.
 
 use super::coverage::PointCoverage;
-use super::models::{FsModel, ModelFacts};
+use super::models::{Labels, ModelFacts};
 use super::points::{pending_counts, Point, Sweep};
 use super::search::StateSpace;
 use super::states::PointStates;
@@ -139,12 +139,12 @@ impl StateSpace for TreeSpace<'_> {
         self.facts.is_some()
     }
 
-    fn models(&mut self, slot: usize, kept: &Kept) -> Vec<FsModel> {
+    fn models(&mut self, slot: usize, kept: &Kept) -> Labels {
         let k = self.config.first + slot;
         let (point, _) = self.cursor.at(k);
         match &self.facts {
-            Some(facts) => facts.models_allowing(self.log, k, &point.pending, kept),
-            None => Vec::new(),
+            Some(facts) => facts.labels(self.log, k, &point.pending, kept),
+            None => Labels::default(),
         }
     }
 

@@ -129,26 +129,35 @@ fn timeline(
     out.push_str("</ol>\n");
 }
 
+/// A list for the page, "(none)" if empty.
+fn none_if_empty(list: &str) -> String {
+    if list.is_empty() {
+        "(none)".to_string()
+    } else {
+        escape(list)
+    }
+}
+
 fn group_section(out: &mut String, n: usize, group: &ReportGroup, real_fs: Option<&str>) {
     let never = group.never();
     let _ = write!(
         out,
-        "<section class=\"group\" data-group=\"{n}\" data-models=\"{models}\"><h3>group {n}: \
+        "<section class=\"group\" data-group=\"{n}\" data-models=\"{models}\" \
+         data-unknown=\"{unknown}\"><h3>group {n}: \
          {count} violation(s) at crash points {points}</h3><p>checker: <q>{message}</q></p>\
          <p class=\"models\">{labels}</p>",
         count = group.count,
         points = escape(&group.points),
         message = escape(&group.message),
         models = escape(&group.models.join(", ")),
+        unknown = escape(&group.unknown.join(", ")),
         labels = match real_fs {
             Some(fs) => format!("observed on {} after its own recovery", escape(fs)),
             None => format!(
-                "can happen on: {}; never on: {}",
+                "can happen on: {}; unknown on: {}; never on: {}",
                 escape(&group.models.join(", ")),
-                match never.join(", ") {
-                    none if none.is_empty() => "(none)".to_string(),
-                    some => escape(&some),
-                }
+                none_if_empty(&group.unknown.join(", ")),
+                none_if_empty(&never.join(", ")),
             ),
         },
     );

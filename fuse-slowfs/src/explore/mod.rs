@@ -303,6 +303,7 @@ pub fn explore_image(
     )?;
     for group in &mut found.groups {
         group.models.clear();
+        group.unknown.clear();
     }
     found.per_model.clear();
     found.real_fs = Some(setup.describe());
@@ -367,7 +368,7 @@ where
             }
             break;
         };
-        if !run.counts_in(&candidate.models, modelled, config) {
+        if !run.counts_in(&candidate.models, &candidate.unknown, modelled, config) {
             continue;
         }
         match run.hand_out(&pool, Task { candidate }, &config.stop) {
@@ -456,13 +457,20 @@ struct Run<'a> {
 
 impl Run<'_> {
     /// Counts a state of the search with `models` (if `modelled`), and says
-    /// whether this run checks it: not if `--fs-model` rules it out, nor if
-    /// it is another shard's.
-    fn counts_in(&mut self, models: &[FsModel], modelled: bool, config: &ExploreConfig) -> bool {
+    /// whether this run checks it: not if `--fs-model` rules it out (says
+    /// never: a state it is `unknown` on is checked), nor if it is another
+    /// shard's.
+    fn counts_in(
+        &mut self,
+        models: &[FsModel],
+        unknown: &[FsModel],
+        modelled: bool,
+        config: &ExploreConfig,
+    ) -> bool {
         if modelled
             && config
                 .fs_model
-                .is_some_and(|model| !models.contains(&model))
+                .is_some_and(|model| !models.contains(&model) && !unknown.contains(&model))
         {
             self.ruled_out += 1;
             return false;

@@ -177,6 +177,10 @@ pub struct ReportGroup {
     /// The persistence models under which its states can happen.
     #[serde(default)]
     pub models: Vec<String>,
+    /// The models it is unknown on: none of its states can happen there,
+    /// but one is ruled out only by an approximate rule (never "never").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<String>,
     /// With `--compare-with`: the model run's judgement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<Judged>,
@@ -192,15 +196,17 @@ impl ReportGroup {
             patterns: self.patterns.clone(),
             examples: self.examples.iter().map(|e| e.example.clone()).collect(),
             models: self.models.clone(),
+            unknown: self.unknown.clone(),
         }
     }
 
-    /// The persistence models that never leave its states.
+    /// The persistence models that never leave its states (neither can
+    /// nor unknown).
     pub fn never(&self) -> Vec<&'static str> {
         FsModel::ALL
             .iter()
             .map(|m| m.name())
-            .filter(|name| !self.models.iter().any(|m| m == name))
+            .filter(|name| !self.models.iter().chain(&self.unknown).any(|m| m == name))
             .collect()
     }
 }
@@ -286,6 +292,7 @@ impl ExploreReport {
                     })
                     .collect(),
                 models: g.models.clone(),
+                unknown: g.unknown.clone(),
                 model: None,
             })
             .collect();

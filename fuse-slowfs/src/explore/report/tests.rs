@@ -33,6 +33,7 @@ fn group(message: &str) -> Group {
             output: "doc is ''".into(),
         }],
         models: vec!["strict".into()],
+        unknown: Vec::new(),
     }
 }
 
@@ -268,4 +269,64 @@ fn the_html_names_files_as_the_text_does_and_suggests_the_fix() {
     assert!(!html.contains("#4611686018427387904"), "{html}");
     assert!(html.contains("fsync doc.tmp before the rename"), "{html}");
     assert!(html.contains("Legend"));
+}
+
+#[test]
+fn a_group_unknown_on_a_model_is_labelled_so_and_is_not_model_says_never() {
+    let mut unknown = group("doc is ''");
+    unknown.unknown = vec!["ext4-ordered".into()];
+    let mut model_side = with_violations(exploration());
+    model_side.groups = vec![unknown.clone()];
+    let labelled = report(&model_side, ReportSettings::default());
+    assert_eq!(labelled.groups[0].never(), ["xfs", "btrfs"]);
+    let text = labelled.to_string();
+    assert!(
+        text.contains("can happen on: strict; unknown on: ext4-ordered; never on: xfs, btrfs"),
+        "{text}"
+    );
+    let read: ExploreReport = serde_json::from_str(&labelled.to_json()).expect("JSON reads back");
+    assert_eq!(read.groups[0].unknown, ["ext4-ordered"]);
+    let html = crate::explore::html::page(&labelled, &[], &Default::default());
+    assert!(
+        html.contains("unknown on: ext4-ordered; never on: xfs, btrfs"),
+        "{html}"
+    );
+    // The kernel shows it: unknown to the model, not MODEL SAYS NEVER.
+    let run = ModelRun {
+        path: "model.json".into(),
+        groups: vec![unknown],
+        scope: ModelRunScope::default(),
+    };
+    let judge = |model| {
+        ExploreReport::new(
+            &with_violations(exploration()),
+            ReportContext {
+                model_run: Some((&run, model)),
+                ..ReportContext::default()
+            },
+        )
+    };
+    let on_ext4 = judge(FsModel::Ext4Ordered);
+    assert!(matches!(
+        on_ext4.outcome,
+        ExploreVerdict::Violations {
+            model_says_never: 0,
+            model_gap: 0,
+            ..
+        }
+    ));
+    assert!(
+        on_ext4.to_string().contains("unknown to the model"),
+        "{on_ext4}"
+    );
+    views_agree(&on_ext4);
+    // Negative control: on xfs the same group is never: MODEL SAYS NEVER.
+    let on_xfs = judge(FsModel::Xfs);
+    assert!(matches!(
+        on_xfs.outcome,
+        ExploreVerdict::Violations {
+            model_says_never: 1,
+            ..
+        }
+    ));
 }

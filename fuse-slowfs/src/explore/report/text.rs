@@ -291,19 +291,21 @@ impl ExploreReport {
     }
 }
 
-/// Under which persistence models a group's states can happen, and which
-/// would never leave them.
+/// Under which persistence models a group's states can happen, on which
+/// the model cannot tell (an approximate rule), and which would never leave
+/// them.
 pub fn models_line(group: &ReportGroup) -> String {
     let never = group.never();
-    if never.is_empty() {
-        format!("can happen on: {} (every model)", group.models.join(", "))
-    } else {
-        format!(
-            "can happen on: {}; never on: {}",
-            group.models.join(", "),
-            never.join(", ")
-        )
+    let mut line = format!("can happen on: {}", group.models.join(", "));
+    if !group.unknown.is_empty() {
+        line += &format!("; unknown on: {}", group.unknown.join(", "));
     }
+    if !never.is_empty() {
+        line += &format!("; never on: {}", never.join(", "));
+    } else if group.unknown.is_empty() {
+        line += " (every model)";
+    }
+    line
 }
 
 impl super::ReportSettings {

@@ -1896,6 +1896,22 @@ fn acl_rpcs(policy: &str) -> [u64; 3] {
         before = xattr_rpcs();
     }
     println!("{policy}: xattr requests the rule saw per ls -l of 100 files: {seen:?}");
+    // A user.* name is sent each time (v4.2's GETXATTR); a security.* one never.
+    let asks = |name: &str| {
+        let before = xattr_rpcs();
+        let path =
+            std::ffi::CString::new(a.path("d/f1").into_os_string().into_encoded_bytes()).unwrap();
+        let name = std::ffi::CString::new(name).unwrap();
+        // SAFETY: valid C strings; a size query (no buffer).
+        unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) };
+        xattr_rpcs() - before
+    };
+    if policy.starts_with("nfs") {
+        assert_eq!(
+            (asks("user.x"), asks("user.x"), asks("security.x")),
+            (1, 1, 0)
+        );
+    }
     seen
 }
 

@@ -7,9 +7,11 @@
 //! them in the inode until its attributes show a change (`nfs3_get_acl`,
 //! `nfs3_listxattr` -> `nfs3_list_one_acl`, fs/nfs/nfs3acl.c; the cache goes
 //! with `nfs_zap_acl_cache` when `nfs_update_inode` sees the file change).
-//! Other names (`security.*` asked by `ls -l`) are answered by the client
-//! without an RPC. So `ls -l` sends one GETACL per file, the first time;
-//! a set or remove is a SETACL and always sent.
+//! `user.*` names are v4.2's GETXATTR and SETXATTR (RFC 8276; Linux sends
+//! only that namespace: `nfs4_xattr_nfs4_user_handler`), each an RPC here.
+//! Other names (`security.*` asked by `ls -l`, `trusted.*`) never leave the
+//! client. So `ls -l` sends one GETACL per file, the first time; a set or
+//! remove is always sent.
 //!
 //! Here each xattr request is still served by the backing file; what this
 //! decides is whether it is an RPC the rules see, or answered locally.
@@ -44,9 +46,14 @@ fn is_acl(name: &OsStr) -> bool {
     name.as_bytes().starts_with(b"system.posix_acl_")
 }
 
+/// Whether the client sends a query of `name` to the server at all.
+fn is_sent(name: &OsStr) -> bool {
+    is_acl(name) || name.as_bytes().starts_with(b"user.")
+}
+
 impl Inner {
     /// Under `--cache nfs`: whether the xattr `request` on `ino` is answered
-    /// by the client without an RPC (a cached ACL, a name v3 does not send).
+    /// by the client without an RPC (a cached ACL, a name it never sends).
     /// Elsewhere every request is one.
     pub(in crate::fs) fn xattr_is_local(&self, ino: u64, request: XattrRequest) -> bool {
         let Some(nfs) = self.nfs() else {
@@ -58,7 +65,8 @@ impl Inner {
                 fetched.remove(&ino);
                 false
             }
-            XattrRequest::Get(name) if !is_acl(name) => true,
+            XattrRequest::Get(name) if !is_sent(name) => true,
+            XattrRequest::Get(name) if !is_acl(name) => false,
             XattrRequest::Get(_) | XattrRequest::List => {
                 let Some(version) = self
                     .inodes

@@ -172,7 +172,7 @@ impl SlowMount {
         self.mount().release()
     }
 
-    /// Requests parked right now (delayed or hung).
+    /// Requests parked right now (delayed, hung, or an NFS lock wait).
     pub fn waiting(&self) -> usize {
         self.mount().waiting()
     }

@@ -25,6 +25,7 @@ use slowfs_faults::Hang;
 
 mod interrupts;
 
+pub(crate) use interrupts::interrupted as interrupted_or_gone;
 pub use interrupts::killed as killed_or_gone;
 
 /// How a parked request ends.
@@ -345,7 +346,7 @@ impl Scheduler {
         self.shared.hung.load(Ordering::SeqCst)
     }
 
-    /// Requests parked right now (delayed or hung).
+    /// Requests parked right now (delayed, hung, or an NFS lock wait).
     pub fn waiting(&self) -> usize {
         self.shared.waiting.load(Ordering::SeqCst)
     }

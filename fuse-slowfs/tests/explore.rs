@@ -394,10 +394,25 @@ fn an_interrupted_exploration_reports_and_cleans_up() {
         .args(["--check", "sleep 0.2", "--", "sh", "-c"])
         .arg("for i in $(seq 20); do echo $i > \"$SLOWFS_MOUNT/f$i\"; done")
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // Interrupted while checking: once the progress says checking has begun
+    // (a fixed time fell into the workload on a loaded machine).
+    let mut child = child;
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in stderr.lines().map_while(Result::ok) {
+            if line.contains("checking crash states") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(120))
+        .expect("explore began checking");
+    std::thread::sleep(std::time::Duration::from_millis(500));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
@@ -872,12 +887,14 @@ fn the_budget_and_a_stop_end_a_run_of_duplicates_within_seconds() {
 }
 
 /// Loop devices attached to files of a recording mount.
-fn loop_devices_on_recording_mounts() -> Vec<String> {
+/// Loop devices attached to `image` (only this test's own: other runs of
+/// explore on the machine attach images of their own).
+fn loop_devices_on(image: &str) -> Vec<String> {
     std::fs::read_dir("/sys/block")
         .unwrap()
         .flatten()
         .filter_map(|e| std::fs::read_to_string(e.path().join("loop/backing_file")).ok())
-        .filter(|backing| backing.contains("slowfs-mnt-"))
+        .filter(|backing| backing.trim() == image)
         .collect()
 }
 
@@ -898,14 +915,22 @@ fn explore_sh(workload: &str) -> (i32, String) {
 #[test]
 fn a_workload_that_leaves_the_recording_mount_in_use_gets_an_error_not_clean() {
     // A loop device left attached to an image on the mount.
-    let (code, text) = explore_sh(
-        r#"truncate -s 8M "$SLOWFS_MOUNT/image" && losetup --find --show "$SLOWFS_MOUNT/image""#,
-    );
+    let named = tempfile::NamedTempFile::new().unwrap();
+    let (code, text) = explore_sh(&format!(
+        r#"truncate -s 8M "$SLOWFS_MOUNT/image" && losetup --find --show "$SLOWFS_MOUNT/image" && echo "$SLOWFS_MOUNT/image" > {}"#,
+        named.path().display()
+    ));
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("left the recording mount in use"), "{text}");
     assert!(text.contains("loop device /dev/loop"), "{text}");
+    let image = std::fs::read_to_string(named.path()).unwrap();
     assert!(
-        loop_devices_on_recording_mounts().is_empty(),
+        image.contains("slowfs-mnt-"),
+        "the workload's image: {image}"
+    );
+    assert_eq!(
+        loop_devices_on(image.trim()),
+        Vec::<String>::new(),
         "explore detaches the loop device it found"
     );
 

@@ -71,7 +71,7 @@ impl Controls {
         self.inner.scheduler.release()
     }
 
-    /// Requests parked right now (delayed or hung).
+    /// Requests parked right now (delayed, hung, or an NFS lock wait).
     pub fn waiting(&self) -> usize {
         self.inner.scheduler.waiting()
     }

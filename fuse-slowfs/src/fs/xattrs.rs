@@ -24,7 +24,7 @@ pub(super) fn setxattr(
     let path = inner.path_of(ino.0);
     let name = name.to_os_string();
     let caller = Caller::of(req);
-    let local = inner.xattr_is_local(ino.0, XattrRequest::Change);
+    let local = inner.xattr_is_local(ino.0, XattrRequest::Change(&name));
     inner.serve(
         Ask::new(req, Op::Xattr, &path).local(local),
         value,
@@ -76,6 +76,10 @@ pub(super) fn getxattr(
                 .and_then(|name| {
                     xattr_query(inner, ino, size, |p, buf| sys::get_xattr(p, &name, buf))
                 });
+            // The server's answer, also that there is none, is the client's now.
+            if matches!(result, Ok(_) | Err(Errno::ENODATA)) {
+                inner.xattr_fetched(ino.0, XattrRequest::Get(&name));
+            }
             done.respond(inner, result, |r, answer| send_xattr(r, size, answer))
         },
     );
@@ -90,6 +94,9 @@ pub(super) fn listxattr(fs: &SlowFs, req: &Request, ino: INodeNo, size: u32, rep
         .local(local);
     inner.serve(ask, &[], reply, move |inner, done, _, _| {
         let result = xattr_query(inner, ino, size, sys::list_xattrs);
+        if result.is_ok() {
+            inner.xattr_fetched(ino.0, XattrRequest::List);
+        }
         done.respond(inner, result, |r, answer| send_xattr(r, size, answer))
     });
 }
@@ -103,8 +110,8 @@ pub(super) fn removexattr(
 ) {
     let inner = &fs.inner;
     let path = inner.path_of(ino.0);
+    let local = inner.xattr_is_local(ino.0, XattrRequest::Change(name));
     let name = name.to_os_string();
-    let local = inner.xattr_is_local(ino.0, XattrRequest::Change);
     inner.serve(
         Ask::new(req, Op::Xattr, &path).local(local),
         &[],

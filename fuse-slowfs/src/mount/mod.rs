@@ -174,7 +174,7 @@ impl Mount {
         move || inner.scheduler.shutdown()
     }
 
-    /// Requests parked right now (delayed or hung).
+    /// Requests parked right now (delayed, hung, or an NFS lock wait).
     pub fn waiting(&self) -> usize {
         self.inner.scheduler.waiting()
     }

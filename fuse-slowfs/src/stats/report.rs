@@ -16,7 +16,7 @@ pub struct StatsReport {
     pub ops: Vec<OpReport>,
     /// One row per rule in force.
     pub rules: Vec<RuleStats>,
-    /// Requests parked right now (delayed or hung).
+    /// Requests parked right now (delayed, hung, or an NFS lock wait).
     #[serde(default)]
     pub parked: u64,
     /// Of those, requests held by a `hang` rule.

@@ -61,12 +61,25 @@ impl Locks {
         Ok(Arc::clone(owners.entry((ino, owner)).or_insert(fd)))
     }
 
+    /// Whether `fd` is still the description `owner`'s locks on `ino` live
+    /// on (a close of the owner's drops it, and with it what it holds).
+    fn is_current(&self, ino: u64, owner: u64, fd: &Arc<OwnedFd>) -> bool {
+        self.owners
+            .lock()
+            .unwrap()
+            .get(&(ino, owner))
+            .is_some_and(|current| Arc::ptr_eq(current, fd))
+    }
+
     /// `owner` closed a handle of `ino`: its locks on the file go, and the
     /// waits blocked on the file try again.
     fn closed(&self, inner: &Inner, ino: u64, owner: u64) {
-        // Dropped outside the table's lock: the close releases the locks.
         let fd = self.owners.lock().unwrap().remove(&(ino, owner));
-        if fd.is_some() {
+        if let Some(fd) = fd {
+            // Unlocked outright: a lock request still in flight may hold
+            // the description a moment longer than the table does.
+            let mut all = flock(0, TO_END, libc::F_UNLCK);
+            let _ = fcntl_lock(&fd, libc::F_OFD_SETLK, &mut all);
             drop(fd);
             self.blocked.unlocked(&inner.scheduler, ino);
         }
@@ -111,7 +124,7 @@ impl Inner {
 }
 
 /// A lock request's range and type, as `struct flock` for the OFD calls.
-fn flock(start: u64, end: u64, typ: i32) -> libc::flock {
+pub(super) fn flock(start: u64, end: u64, typ: i32) -> libc::flock {
     // SAFETY: flock is plain old data; zero is a valid value for every field.
     let mut lock: libc::flock = unsafe { std::mem::zeroed() };
     lock.l_type = typ as libc::c_short;
@@ -177,14 +190,10 @@ pub(in crate::fs) fn setlk(
     let caller = req.pid();
     fs.inner
         .serve_on(req, Op::Lock, ino, reply, move |inner, done, _, _| {
-            let fd = match inner.lock_description(ino.0, owner.0) {
-                Ok(fd) => fd,
-                Err(errno) => return done.respond(inner, Err::<(), _>(errno), |_, ()| {}),
-            };
             let request = waits::LockRequest {
                 ino: ino.0,
                 fh,
-                fd,
+                owner: owner.0,
                 lock: flock(start, end, typ),
                 caller,
             };
@@ -193,6 +202,9 @@ pub(in crate::fs) fn setlk(
                 waits::Wait::start(Arc::clone(inner), request, done);
             } else {
                 let result = request.try_lock(inner);
+                if result.is_ok() {
+                    request.taken(inner);
+                }
                 done.respond(inner, result, |r, ()| r.ok());
             }
         });

@@ -76,6 +76,14 @@
 //!   later, so never before the size ([`LogOp::TruncateZeroing`] follows its
 //!   truncate in the log).
 //!
+//! * **a growing write's bytes below the old size in place** (ext4, XFS):
+//!   a write that grows a file overwrites the blocks it already has in
+//!   place; they can reach the disk in a write-back (ext4's ordered data,
+//!   XFS's I/O completion that logs the size after it) before the new size
+//!   is committed: the old size with the new bytes (seen on ext4 by the
+//!   `ace` generator, `A=jj`). btrfs writes them copy-on-write with the
+//!   rest of the write ([`LogOp::WriteInPlace`] follows its write).
+//!
 //! Not modelled: the flush on close after a truncate to zero (ext4 and XFS).
 //!
 //! Every model allows a subset of the states of the one it refines
@@ -271,8 +279,8 @@ impl SyncReach {
                 self.sizes.insert(*node, *len);
                 self.data_changed.insert(*node, i);
             }
-            // Zeros in the page cache: no change of the inode of its own.
-            LogOp::TruncateZeroing { node, .. } => {
+            // Bytes in the page cache: no change of the inode of its own.
+            LogOp::TruncateZeroing { node, .. } | LogOp::WriteInPlace { node, .. } => {
                 self.changed.insert(*node, i);
             }
             LogOp::Create { dir, node, .. } | LogOp::Link { dir, node, .. } => {
@@ -387,8 +395,8 @@ impl ModelFacts {
                     }
                     (true, None)
                 }
-                // Zeros in place, in a block the file already has.
-                LogOp::TruncateZeroing { .. } => (false, None),
+                // Bytes in place, in a block the file already has.
+                LogOp::TruncateZeroing { .. } | LogOp::WriteInPlace { .. } => (false, None),
                 LogOp::Fsync { .. } | LogOp::FsyncDir { .. } | LogOp::Sync => (false, None),
                 _ => (true, None),
             };
@@ -547,6 +555,17 @@ impl ModelFacts {
         if kept.values().any(|k| *k == Keep::SizeOnly) {
             return false;
         }
+        // A growing write's bytes below the old size go copy-on-write with
+        // the rest of it (one extent, one transaction): never without it
+        // (its write is the operation before it, see Log::from_recorded).
+        let write_lost =
+            |i: usize| i > 0 && pending.contains(&(i - 1)) && !kept.contains_key(&(i - 1));
+        if kept
+            .keys()
+            .any(|&i| matches!(log.ops()[i], LogOp::WriteInPlace { .. }) && write_lost(i))
+        {
+            return false;
+        }
         // The size covers written data only: a kept write past the file's
         // size needs the earlier such writes below its end.
         let mut lowest_lost: HashMap<NodeId, u64> = HashMap::new();
@@ -697,6 +716,76 @@ mod tests {
         for len in [4096, 16384] {
             let log = Log::from_recorded(Tree::empty(1), [LogOp::SetLen { node: 2, len }], 4096);
             assert_eq!(log.ops().len(), 1, "truncate to {len}");
+        }
+    }
+
+    /// The `ace` generator's ext4 MODEL GAP `A=jj` (seq-2, 5 of 1,000): A
+    /// truncated to 2 KiB, then a 4 KiB write at 0 that grows it: the write's
+    /// block is A's own, overwritten in place, and reached the disk before
+    /// the journal committed the new size. ext4 and XFS can leave the old
+    /// size with the new bytes; btrfs cannot (copy-on-write, one transaction).
+    #[test]
+    fn a_growing_writes_bytes_below_the_old_size_can_persist_without_the_size_except_on_btrfs() {
+        let mut initial = Tree::empty(1);
+        initial.apply(&LogOp::Create {
+            dir: 1,
+            name: "A".into(),
+            node: 2,
+            kind: NodeKind::File,
+        });
+        initial.apply(&LogOp::Write {
+            node: 2,
+            offset: 0,
+            data: vec![b'g'; 2048],
+        });
+        let write = LogOp::Write {
+            node: 2,
+            offset: 0,
+            data: vec![b'j'; 4096],
+        };
+        let log = Log::from_recorded(initial, [write], 4096);
+        assert_eq!(
+            log.ops()[1],
+            LogOp::WriteInPlace {
+                node: 2,
+                offset: 0,
+                data: vec![b'j'; 2048]
+            }
+        );
+        let in_place_alone = kept(&[1]);
+        let state = log.state_with(2, &in_place_alone);
+        assert_eq!(
+            state.lookup("A").and_then(Node::data),
+            Some(&[b'j'; 2048][..])
+        );
+        let facts = ModelFacts::new(&log);
+        let pending = log.pending(2);
+        assert_eq!(
+            facts.models_allowing(&log, 2, &pending, &in_place_alone),
+            [FsModel::Strict, FsModel::Xfs, FsModel::Ext4Ordered]
+        );
+        // Both kept: the write.
+        let both = log.state_with(2, &kept(&[0, 1]));
+        assert_eq!(
+            both.lookup("A").and_then(Node::data),
+            Some(&[b'j'; 4096][..])
+        );
+        // A write inside the size, or past it, or an append: nothing in place
+        // beyond what the write itself is.
+        for (offset, len) in [(0, 1024), (4096, 10), (2048, 100)] {
+            let mut initial = Tree::empty(1);
+            initial.apply(&LogOp::Write {
+                node: 2,
+                offset: 0,
+                data: vec![b'g'; 2048],
+            });
+            let write = LogOp::Write {
+                node: 2,
+                offset,
+                data: vec![b'j'; len],
+            };
+            let log = Log::from_recorded(initial, [write], 4096);
+            assert_eq!(log.ops().len(), 1, "write of {len} at {offset}");
         }
     }
 

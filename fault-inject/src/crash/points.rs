@@ -29,9 +29,10 @@ impl Pending {
     fn step(&mut self, ops: &[LogOp], i: usize) {
         let op = &ops[i];
         match op {
-            LogOp::Write { .. } | LogOp::SetLen { .. } | LogOp::TruncateZeroing { .. } => {
-                self.ops.push((i, Vec::new()))
-            }
+            LogOp::Write { .. }
+            | LogOp::SetLen { .. }
+            | LogOp::TruncateZeroing { .. }
+            | LogOp::WriteInPlace { .. } => self.ops.push((i, Vec::new())),
             LogOp::Create { .. }
             | LogOp::Link { .. }
             | LogOp::Remove { .. }

@@ -67,6 +67,11 @@ pub fn describe(op: &LogOp, names: &HashMap<NodeId, String>) -> String {
             name(node),
             offset + len
         ),
+        LogOp::WriteInPlace { node, offset, data } => format!(
+            "write {} [{offset}..{}) in place, below its old size",
+            name(node),
+            offset + data.len() as u64
+        ),
         LogOp::Create {
             dir, name: n, kind, ..
         } => format!("create {} ({kind:?})", entry(dir, n)),
@@ -117,6 +122,7 @@ pub fn paths_of(op: &LogOp, names: &HashMap<NodeId, String>) -> Vec<String> {
         LogOp::Write { node, .. }
         | LogOp::SetLen { node, .. }
         | LogOp::TruncateZeroing { node, .. }
+        | LogOp::WriteInPlace { node, .. }
         | LogOp::Fsync { node, .. } => vec![name(node)],
         LogOp::Create { dir, name: n, .. }
         | LogOp::Link { dir, name: n, .. }

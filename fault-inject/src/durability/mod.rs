@@ -81,7 +81,9 @@ impl Log {
     /// The log of `ops` as recorded over `initial`, as a filesystem with
     /// `block`-byte blocks performs them: a truncate that shrinks a file to
     /// a size inside a block also zeroes the rest of that block in place
-    /// ([`LogOp::TruncateZeroing`], after the truncate); the rest as they are.
+    /// ([`LogOp::TruncateZeroing`], after the truncate), and a write that
+    /// grows a file overwrites in place what lies below the old size
+    /// ([`LogOp::WriteInPlace`], after the write); the rest as they are.
     pub fn from_recorded(initial: Tree, ops: impl IntoIterator<Item = LogOp>, block: u64) -> Log {
         let mut log = Log::new(initial);
         // Each file's size so far, as `size_of` would find it.
@@ -90,12 +92,16 @@ impl Log {
             let size = |node: &NodeId, sizes: &mut HashMap<NodeId, u64>| {
                 *sizes.entry(*node).or_insert_with(|| log.size_of(*node, 0))
             };
-            let zeroing = match &op {
+            let in_place = match &op {
                 LogOp::Write { node, offset, data } => {
                     let end = offset + data.len() as u64;
-                    let size = size(node, &mut sizes).max(end);
-                    sizes.insert(*node, size);
-                    None
+                    let old = size(node, &mut sizes);
+                    sizes.insert(*node, old.max(end));
+                    (*offset < old && end > old).then(|| LogOp::WriteInPlace {
+                        node: *node,
+                        offset: *offset,
+                        data: data[..(old - offset) as usize].to_vec(),
+                    })
                 }
                 &LogOp::SetLen { node, len } => {
                     let old = size(&node, &mut sizes);
@@ -110,8 +116,8 @@ impl Log {
                 _ => None,
             };
             log.push(op);
-            if let Some(zeroing) = zeroing {
-                log.push(zeroing);
+            if let Some(in_place) = in_place {
+                log.push(in_place);
             }
         }
         log

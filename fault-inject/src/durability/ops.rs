@@ -70,6 +70,21 @@ pub enum LogOp {
         /// To the end of the block (or of the old size, if sooner).
         len: u64,
     },
+    /// The bytes of a write that grew a file which fall inside its old size:
+    /// an overwrite in place of blocks the file has (ext4 data=ordered, XFS),
+    /// so they can reach the disk in a write-back before the journal commits
+    /// the new size, leaving the old size with the new bytes. btrfs writes
+    /// them copy-on-write with the rest, in the size's transaction. Recorded
+    /// by [`Log::from_recorded`](super::Log::from_recorded), after its write;
+    /// bytes past the file's size when applied are untouched.
+    WriteInPlace {
+        /// The file.
+        node: NodeId,
+        /// Where the write began.
+        offset: u64,
+        /// Its bytes up to the old size.
+        data: Vec<u8>,
+    },
     /// A new node under a name.
     Create {
         /// Parent directory.
@@ -138,6 +153,7 @@ impl LogOp {
             LogOp::Write { node, .. }
             | LogOp::SetLen { node, .. }
             | LogOp::TruncateZeroing { node, .. }
+            | LogOp::WriteInPlace { node, .. }
             | LogOp::Fsync { node, .. } => vec![node],
             LogOp::Create { dir, node, .. } | LogOp::Link { dir, node, .. } => vec![dir, node],
             LogOp::Remove { dir, .. } | LogOp::FsyncDir { dir } => vec![dir],
@@ -174,7 +190,8 @@ impl LogOp {
         match self {
             LogOp::Write { node, .. }
             | LogOp::SetLen { node, .. }
-            | LogOp::TruncateZeroing { node, .. } => Some(*node),
+            | LogOp::TruncateZeroing { node, .. }
+            | LogOp::WriteInPlace { node, .. } => Some(*node),
             _ => None,
         }
     }
@@ -196,6 +213,9 @@ impl fmt::Display for LogOp {
             LogOp::SetLen { node, len } => write!(f, "truncate(#{node}, {len})"),
             LogOp::TruncateZeroing { node, offset, len } => {
                 write!(f, "truncate_zeroing(#{node}, {offset}, {len} bytes)")
+            }
+            LogOp::WriteInPlace { node, offset, data } => {
+                write!(f, "write_in_place(#{node}, {offset}, {} bytes)", data.len())
             }
             LogOp::Create {
                 dir,

@@ -95,7 +95,8 @@ impl Tree {
         match op {
             LogOp::Write { node, .. }
             | LogOp::SetLen { node, .. }
-            | LogOp::TruncateZeroing { node, .. } => {
+            | LogOp::TruncateZeroing { node, .. }
+            | LogOp::WriteInPlace { node, .. } => {
                 self.file_mut(*node);
             }
             op => self.apply(op),
@@ -121,6 +122,12 @@ impl Tree {
                 if let Some(zeroed) = file.get_mut(*offset as usize..end) {
                     zeroed.fill(0);
                 }
+            }
+            LogOp::WriteInPlace { node, offset, data } => {
+                let file = self.file_mut(*node);
+                let start = (*offset as usize).min(file.len());
+                let end = (*offset as usize + data.len()).min(file.len());
+                file[start..end].copy_from_slice(&data[..end - start]);
             }
             LogOp::Create {
                 dir,

@@ -19,23 +19,47 @@ made it). A sound model has neither.
     bench/ace.py --seq 2 --sample 1000 --seed 7
     bench/ace.py --seq 1 --limit 4 --fs ext4  # a few, one filesystem
     SLOWFS=target/release/slowfs bench/ace.py ... --out results.jsonl
+    bench/ace.py --seq 2 --fs xfs --jobs 3 --resume --model-cache DIR --out xfs.jsonl
+
+--jobs N runs N workloads at once (their recordings mostly wait in the
+workload's pauses and the settle time); --resume skips the workloads (and
+filesystems) the --out file already has a row for; --model-cache DIR keeps
+each workload's model run, so that a later run on another filesystem does
+not make it again. Rows are written as each workload ends (in --jobs order).
 
 Prints one line per workload and filesystem, and a table at the end; the
 exit status is 1 if any MODEL SAYS NEVER or MODEL GAP was found.
 """
 
 import argparse
+import concurrent.futures
+import hashlib
 import itertools
 import json
 import os
 import random
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Set on SIGINT/SIGTERM: runs that end after it are not written (their
+# explore was interrupted), and no new workload or run starts.
+STOPPING = threading.Event()
+# The checker, the setup and the workload run under this interpreter itself,
+# without site (they use the standard library only): `python3` may be a
+# pyenv shim, ~80 ms a start, and the checker starts once per checked state.
+PYTHON = [sys.executable, "-S"]
+
+
+def python_command(script):
+    """`script` under PYTHON, as one shell command (for --check, --fs-setup)."""
+    return " ".join(shlex.quote(a) for a in PYTHON + [script])
 # States each real filesystem's run checks (a state is a mount: 30-70/s):
 # every flush epoch's high-yield states fit in it for these small workloads.
 FS_STATES = 400
@@ -231,12 +255,37 @@ def slowfs_binary():
     return binary
 
 
+# The explore processes running, for a stop to pass its signal on to.
+RUNNING = set()
+RUNNING_LOCK = threading.RLock()
+
+
 def run(cmd, cwd):
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    return done.returncode, done.stdout + done.stderr
+    with RUNNING_LOCK:
+        if STOPPING.is_set():
+            return 130, "ace: stopping"
+        child = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True, stdin=subprocess.DEVNULL)
+        RUNNING.add(child)
+    try:
+        out, _ = child.communicate()
+    finally:
+        with RUNNING_LOCK:
+            RUNNING.discard(child)
+    return child.returncode, out
 
 
-def explore_one(slowfs, steps, filesystems, scratch, whole_writes=False):
+
+
+def model_key(slowfs, steps, whole_writes):
+    """What a model run depends on: the workload, checker and setup code, the
+    settings and the slowfs binary (its size and modification time)."""
+    st = os.stat(slowfs)
+    text = json.dumps([workload_code(steps), CHECK, SETUP, whole_writes, slowfs, st.st_size, st.st_mtime_ns])
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def explore_one(slowfs, steps, filesystems, scratch, whole_writes=False, model_cache=None):
     """The model run and each filesystem's judgement of one workload."""
     work = os.path.join(scratch, "work")
     shutil.rmtree(work, ignore_errors=True)
@@ -246,30 +295,57 @@ def explore_one(slowfs, steps, filesystems, scratch, whole_writes=False):
             f.write(text)
     backing = os.path.join(work, "backing")
     os.makedirs(backing)
-    subprocess.run([sys.executable, os.path.join(work, "setup.py")], cwd=backing, check=True)
+    subprocess.run(PYTHON + [os.path.join(work, "setup.py")], cwd=backing, check=True)
+    check = python_command(os.path.join(work, "check.py"))
+    workload = PYTHON + [os.path.join(work, "workload.py")]
     model = os.path.join(work, "model.json")
-    cmd = [slowfs, "explore", "--backing", backing, "--max-states", "100000", "--json", model,
-           "--check", f"python3 {work}/check.py"]
-    if whole_writes:
-        cmd.append("--whole-writes")
-    code, out = run(cmd + ["--", sys.executable, os.path.join(work, "workload.py")], work)
+    cached = model_cache and os.path.join(model_cache, model_key(slowfs, steps, whole_writes) + ".json")
+    started = time.time()
+    if cached and os.path.exists(cached):
+        shutil.copyfile(cached, model)
+        model_seconds = 0.0
+    else:
+        cmd = [slowfs, "explore", "--backing", backing, "--max-states", "100000", "--json", model,
+               "--check", check]
+        if whole_writes:
+            cmd.append("--whole-writes")
+        code, out = run(cmd + ["--"] + workload, work)
+        model_seconds = round(time.time() - started, 1)
+        if not os.path.exists(model):
+            return [{"fs": fs, "error": f"model run: exit {code}: {out[-400:]}"} for fs in filesystems]
+        with open(model) as f:
+            model_kind = json.load(f)["outcome"]["kind"]
+        if model_kind == "interrupted" or STOPPING.is_set():
+            return [{"fs": fs, "interrupted": True} for fs in filesystems]
+        if cached:
+            os.makedirs(model_cache, exist_ok=True)
+            shutil.copyfile(model, cached + f".{os.getpid()}.{threading.get_ident()}")
+            os.replace(cached + f".{os.getpid()}.{threading.get_ident()}", cached)
     rows = []
-    if not os.path.exists(model):
-        return [{"fs": fs, "error": f"model run: exit {code}: {out[-400:]}"} for fs in filesystems]
     with open(model) as f:
         model_report = json.load(f)
     for fs in filesystems:
+        if STOPPING.is_set():
+            rows.append({"fs": fs, "interrupted": True})
+            continue
         real = os.path.join(work, f"real-{fs}.json")
         cmd = [slowfs, "explore", "--fs", fs, "--fs-settle", "1s", "--max-states", str(FS_STATES),
-               "--fs-setup", f"python3 {work}/setup.py", "--compare-with", model,
-               "--json", real, "--check", f"python3 {work}/check.py", "--",
-               sys.executable, os.path.join(work, "workload.py")]
+               "--fs-setup", python_command(os.path.join(work, "setup.py")), "--compare-with", model,
+               "--json", real, "--check", check, "--"] + workload
+        started = time.time()
         code, out = run(cmd, work)
+        seconds = round(time.time() - started, 1)
+        if STOPPING.is_set() or code == 130:
+            rows.append({"fs": fs, "interrupted": True})
+            continue
         if not os.path.exists(real):
             rows.append({"fs": fs, "error": f"exit {code}: {out[-400:]}"})
             continue
         with open(real) as f:
             report = json.load(f)
+        if report["outcome"]["kind"] == "interrupted":
+            rows.append({"fs": fs, "interrupted": True})
+            continue
         if report["outcome"]["kind"] == "refused":
             # Nothing checked (e.g. an xattr the states do not hold): no verdict.
             rows.append({"fs": fs, "refused": report["verdict"]})
@@ -288,8 +364,16 @@ def explore_one(slowfs, steps, filesystems, scratch, whole_writes=False):
             "wrong": [g["message"] for g in report["groups"]
                       if g.get("model", {}).get("prediction") in ("said_never", "gap")],
             "high_yield_complete": report["coverage"]["complete"],
+            # A checker killed for time is not a state: such a group is noise.
+            "timed_out": sum(1 for g in report["groups"] if "timed out" in g["message"]),
+            "seconds": seconds,
+            "model_seconds": model_seconds,
         })
     return rows
+
+
+def name_of(steps):
+    return " ; ".join(f"{o}+{s}" for o, s in steps)
 
 
 def main():
@@ -304,7 +388,13 @@ def main():
     parser.add_argument("--whole-writes", action="store_true",
                         help="model runs without block tears and sizes without data (the old, unsound default: a negative control)")
     parser.add_argument("--out", help="append one JSON line per workload and filesystem")
+    parser.add_argument("--resume", action="store_true",
+                        help="skip the workloads whose rows (for each filesystem asked) --out already has")
+    parser.add_argument("--jobs", type=int, default=1, help="workloads run at once (default 1)")
+    parser.add_argument("--model-cache", help="a directory keeping each workload's model run, for reuse")
     args = parser.parse_args()
+    if args.resume and not args.out:
+        parser.error("--resume needs --out")
     slowfs = slowfs_binary()
     filesystems = args.fs.split(",")
     chosen = workloads(args.seq, args.sample, args.seed)
@@ -315,41 +405,114 @@ def main():
         random.Random(args.seed).shuffle(chosen)
     if args.limit:
         chosen = chosen[: args.limit]
+    done = set()
+    if args.resume and os.path.exists(args.out):
+        with open(args.out) as f:
+            for line in f:
+                if line.strip():
+                    row = json.loads(line)
+                    done.add((row["workload"], row["fs"]))
+    total = len(chosen)
+    todo = [(n, steps) for n, steps in enumerate(chosen, 1)
+            if not all((" ; ".join(f"{o}+{s}" for o, s in steps), fs) in done for fs in filesystems)]
     print(f"ace: {len(chosen)} seq-{args.seq} workloads (seed {args.seed}) on {', '.join(filesystems)}", flush=True)
+    if args.resume:
+        print(f"ace: --resume: {total - len(todo)} already in {args.out}, {len(todo)} to run", flush=True)
     totals = {fs: {"workloads": 0, "agree": 0, "said_never": 0, "gap": 0, "errors": 0, "refused": 0}
               for fs in filesystems}
     start = time.time()
     wrong_found = False
-    with tempfile.TemporaryDirectory(prefix="slowfs-ace-") as scratch:
-        for n, steps in enumerate(chosen, 1):
-            name = " ; ".join(f"{o}+{s}" for o, s in steps)
-            for row in explore_one(slowfs, steps, filesystems, scratch, args.whole_writes):
-                row["workload"] = name
-                t = totals[row["fs"]]
-                t["workloads"] += 1
-                if "refused" in row:
-                    t["refused"] += 1
-                    verdict = "no verdict: " + row["refused"]
-                elif "error" in row:
-                    t["errors"] += 1
-                    verdict = "ERROR " + row["error"].strip().splitlines()[-1]
+    ran = 0
+    lock = threading.Lock()
+
+    def stop(signum, _frame):
+        # Each running explore gets SIGTERM and ends its run as interrupted
+        # (it cleans up its mounts and loop devices); no new one starts.
+        STOPPING.set()
+        with RUNNING_LOCK:
+            for child in RUNNING:
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+        print(f"ace: signal {signum}: stopping; interrupted runs are not written", flush=True)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+
+    def one(n, steps, scratch):
+        if STOPPING.is_set():
+            return n, steps, []
+        return n, steps, explore_one(slowfs, steps, [fs for fs in filesystems if (name_of(steps), fs) not in done],
+                                     scratch, args.whole_writes, args.model_cache)
+
+    def record(n, steps, rows):
+        nonlocal wrong_found, ran
+        name = name_of(steps)
+        if rows and not any("interrupted" in r for r in rows):
+            ran += 1
+        for row in rows:
+            if "interrupted" in row:
+                continue
+            row["workload"] = name
+            t = totals[row["fs"]]
+            t["workloads"] += 1
+            if "refused" in row:
+                t["refused"] += 1
+                verdict = "no verdict: " + row["refused"]
+            elif "error" in row:
+                t["errors"] += 1
+                verdict = "ERROR " + row["error"].strip().splitlines()[-1]
+            else:
+                t["said_never"] += row["said_never"]
+                t["gap"] += row["gap"]
+                if row["said_never"] == 0 and row["gap"] == 0:
+                    t["agree"] += 1
+                    verdict = (f"agree ({row['predicted']} real states predicted, "
+                               f"{row['model_can_not_seen']} the model can but not seen)")
                 else:
-                    t["said_never"] += row["said_never"]
-                    t["gap"] += row["gap"]
-                    if row["said_never"] == 0 and row["gap"] == 0:
-                        t["agree"] += 1
-                        verdict = (f"agree ({row['predicted']} real states predicted, "
-                                   f"{row['model_can_not_seen']} the model can but not seen)")
-                    else:
-                        wrong_found = True
-                        verdict = f"MODEL SAYS NEVER {row['said_never']}, MODEL GAP {row['gap']}: {row['wrong']}"
-                print(f"[{n}/{len(chosen)}] {row['fs']:5} {name}: {verdict}", flush=True)
-                if args.out:
-                    with open(args.out, "a") as f:
-                        f.write(json.dumps(row) + "\n")
+                    wrong_found = True
+                    verdict = f"MODEL SAYS NEVER {row['said_never']}, MODEL GAP {row['gap']}: {row['wrong']}"
+            print(f"[{n}/{total}] {row['fs']:5} {name}: {verdict}", flush=True)
+            if args.out:
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+
+    with tempfile.TemporaryDirectory(prefix="slowfs-ace-") as scratch:
+        if args.jobs <= 1:
+            for n, steps in todo:
+                if STOPPING.is_set():
+                    break
+                record(*one(n, steps, scratch))
+        else:
+            slots = [os.path.join(scratch, f"job{j}") for j in range(args.jobs)]
+            free = list(slots)
+
+            def job(n, steps):
+                with lock:
+                    slot = free.pop()
+                try:
+                    return one(n, steps, slot)
+                finally:
+                    with lock:
+                        free.append(slot)
+
+            with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+                pending = set()
+                queue = iter(todo)
+                while True:
+                    while len(pending) < args.jobs and not STOPPING.is_set():
+                        item = next(queue, None)
+                        if item is None:
+                            break
+                        pending.add(pool.submit(job, *item))
+                    if not pending:
+                        break
+                    finished, pending = concurrent.futures.wait(
+                        pending, timeout=1, return_when=concurrent.futures.FIRST_COMPLETED)
+                    for future in finished:
+                        record(*future.result())
     minutes = (time.time() - start) / 60
-    print(f"\nace: {len(chosen)} workloads in {minutes:.1f} min "
-          f"({len(chosen) / max(minutes, 1e-9):.1f} workloads/min over {len(filesystems)} filesystem(s))")
+    print(f"\nace: {ran} workloads in {minutes:.1f} min "
+          f"({ran / max(minutes, 1e-9):.1f} workloads/min over {len(filesystems)} filesystem(s))")
     print("| fs | workloads | agree | MODEL SAYS NEVER | MODEL GAP | errors | no verdict |")
     print("|---|---|---|---|---|---|---|")
     for fs, t in totals.items():

@@ -191,9 +191,19 @@ print("FAILED " + " ".join(sorted(failed)))
 "#;
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("faults.jsonl");
-    let mounted_before = mounts();
+    // The runs mount in a TMPDIR of the test's own: the check at the end sees
+    // their mounts, not other tests' or runs' on the machine.
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp_path = tmp.path().canonicalize().unwrap();
+    let ours = || -> Vec<std::path::PathBuf> {
+        mounts()
+            .into_iter()
+            .filter(|m| m.starts_with(&tmp_path))
+            .collect()
+    };
     let run = |extra: &[&std::ffi::OsStr]| -> String {
         let out = slowfs()
+            .env("TMPDIR", tmp.path())
             .args(["run", "--seed", "7", "--set", "write error=EIO p=0.15"])
             .args(extra)
             .args(["--", "python3", "-c", PROGRAM])
@@ -235,6 +245,7 @@ print("FAILED " + " ".join(sorted(failed)))
     // The trace alone is enough: a replay needs no rules (the mount finds the
     // traced paths and sends their writes to the daemon as the rule did).
     let out = slowfs()
+        .env("TMPDIR", tmp.path())
         .args(["run", "--replay-faults"])
         .arg(&trace)
         .args(["--", "python3", "-c", PROGRAM])
@@ -247,7 +258,11 @@ print("FAILED " + " ".join(sorted(failed)))
         "a replay without the rules: {stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(mounts(), mounted_before, "every run unmounted");
+    assert_eq!(
+        ours(),
+        Vec::<std::path::PathBuf>::new(),
+        "every run unmounted"
+    );
 }
 
 /// The write end of a pipe whose read end is already closed: every write to

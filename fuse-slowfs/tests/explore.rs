@@ -886,22 +886,27 @@ fn the_budget_and_a_stop_end_a_run_of_duplicates_within_seconds() {
     assert!(took < Duration::from_secs(8), "took {took:?}");
 }
 
-/// Loop devices attached to files of a recording mount.
-/// Loop devices attached to `image` (only this test's own: other runs of
-/// explore on the machine attach images of their own).
-fn loop_devices_on(image: &str) -> Vec<String> {
+/// Loop devices attached to files of a recording mount made in `tmp` (the
+/// TMPDIR given to [`explore_sh`]): this test's, not another run's on the
+/// machine.
+fn loop_devices_on_recording_mounts(tmp: &Path) -> Vec<String> {
+    let tmp = tmp.canonicalize().unwrap();
     std::fs::read_dir("/sys/block")
         .unwrap()
         .flatten()
         .filter_map(|e| std::fs::read_to_string(e.path().join("loop/backing_file")).ok())
-        .filter(|backing| backing.trim() == image)
+        .filter(|backing| {
+            backing.contains("slowfs-mnt-") && Path::new(backing.trim_end()).starts_with(&tmp)
+        })
         .collect()
 }
 
-/// `slowfs explore` of a shell workload on an empty backing directory: exit code, stdout + stderr.
-fn explore_sh(workload: &str) -> (i32, String) {
+/// `slowfs explore` of a shell workload on an empty backing directory, with
+/// TMPDIR `tmp` (where its recording mount is made): exit code, stdout + stderr.
+fn explore_sh(tmp: &Path, workload: &str) -> (i32, String) {
     let backing = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        .env("TMPDIR", tmp)
         .args(["explore", "--check", "true", "--backing"])
         .arg(backing.path())
         .args(["--", "sh", "-c", workload])
@@ -914,32 +919,29 @@ fn explore_sh(workload: &str) -> (i32, String) {
 
 #[test]
 fn a_workload_that_leaves_the_recording_mount_in_use_gets_an_error_not_clean() {
+    let tmp = tempfile::tempdir().unwrap();
     // A loop device left attached to an image on the mount.
-    let named = tempfile::NamedTempFile::new().unwrap();
-    let (code, text) = explore_sh(&format!(
-        r#"truncate -s 8M "$SLOWFS_MOUNT/image" && losetup --find --show "$SLOWFS_MOUNT/image" && echo "$SLOWFS_MOUNT/image" > {}"#,
-        named.path().display()
-    ));
+    let (code, text) = explore_sh(
+        tmp.path(),
+        r#"truncate -s 8M "$SLOWFS_MOUNT/image" && losetup --find --show "$SLOWFS_MOUNT/image""#,
+    );
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("left the recording mount in use"), "{text}");
     assert!(text.contains("loop device /dev/loop"), "{text}");
-    let image = std::fs::read_to_string(named.path()).unwrap();
     assert!(
-        image.contains("slowfs-mnt-"),
-        "the workload's image: {image}"
-    );
-    assert_eq!(
-        loop_devices_on(image.trim()),
-        Vec::<String>::new(),
+        loop_devices_on_recording_mounts(tmp.path()).is_empty(),
         "explore detaches the loop device it found"
     );
 
     // A process still holding a file open.
     let pidfile = tempfile::NamedTempFile::new().unwrap();
-    let (code, text) = explore_sh(&format!(
-        r#"echo x > "$SLOWFS_MOUNT/f"; (exec 3<"$SLOWFS_MOUNT/f"; exec sleep 30) >/dev/null 2>&1 & echo $! > {}"#,
-        pidfile.path().display()
-    ));
+    let (code, text) = explore_sh(
+        tmp.path(),
+        &format!(
+            r#"echo x > "$SLOWFS_MOUNT/f"; (exec 3<"$SLOWFS_MOUNT/f"; exec sleep 30) >/dev/null 2>&1 & echo $! > {}"#,
+            pidfile.path().display()
+        ),
+    );
     let pid = std::fs::read_to_string(pidfile.path()).unwrap();
     let _ = Command::new("kill").arg(pid.trim()).status();
     assert_eq!(code, 2, "{text}");

@@ -18,59 +18,100 @@ fn script(name: &str) -> String {
     format!("{DATA}/{name}")
 }
 
-/// `slowfs explore --fs FS` with `extra` arguments; prints and returns its output.
-fn explore(fs: &str, extra: &[&str], check: &str, workload: &str) -> (Output, String) {
-    // Saved runs (with violations) go to a temporary directory, not the crate's.
-    let scratch = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
-        .args(["explore", "--fs", fs, "--max-states", "150", "--check"])
-        .arg(script(check))
-        .args(extra)
-        .current_dir(scratch.path())
-        .arg("--")
-        .arg(script(workload))
-        .output()
-        .unwrap();
-    let text = common::text(&out);
-    println!("--fs {fs} {extra:?} {check} {workload}:\n{text}");
-    (out, text)
-}
+/// A TMPDIR of the test's own, given to every explore it runs: explore makes
+/// its images and state directories there, so the loop devices and mounts
+/// checked below are this test's own, not those of another run on the machine
+/// (an `ace` run, another test binary) that happens to be going at the time.
+struct Scope(tempfile::TempDir);
 
-/// Loop devices attached to explore's files (its recording, its states).
-fn explore_loop_devices() -> Vec<String> {
-    std::fs::read_dir("/sys/block")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path().join("loop/backing_file")).ok())
-        .filter(|b| b.contains("slowfs-"))
-        .collect()
-}
-
-/// explore's mounts and loop devices still there.
-fn explore_mounts() -> Vec<String> {
-    std::fs::read_to_string("/proc/mounts")
-        .unwrap()
-        .lines()
-        .filter(|l| l.contains("slowfs-fs-") || l.contains("slowfs-states-"))
-        .map(str::to_string)
-        .collect()
-}
-
-fn assert_nothing_left() {
-    // A killed explore's recording mount is detached by its guard process,
-    // and its loop devices are released, a moment after it dies.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while (!explore_loop_devices().is_empty() || !explore_mounts().is_empty())
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(100));
+impl Scope {
+    fn new() -> Scope {
+        Scope(tempfile::tempdir().unwrap())
     }
-    assert_eq!(
-        explore_loop_devices(),
-        Vec::<String>::new(),
-        "loop devices left attached"
-    );
-    assert_eq!(explore_mounts(), Vec::<String>::new(), "mounts left");
+
+    /// The directory, as the kernel names the files in it (loop devices'
+    /// backing files and mountpoints are canonical paths).
+    fn path(&self) -> std::path::PathBuf {
+        self.0.path().canonicalize().unwrap()
+    }
+
+    /// `slowfs` with this scope's TMPDIR.
+    fn slowfs(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_slowfs"));
+        command.env("TMPDIR", self.path());
+        command
+    }
+
+    /// `slowfs explore --fs FS` with `extra` arguments; prints and returns its output.
+    fn explore(&self, fs: &str, extra: &[&str], check: &str, workload: &str) -> (Output, String) {
+        // Saved runs (with violations) go to a temporary directory, not the crate's.
+        let scratch = tempfile::tempdir().unwrap();
+        let out = self
+            .slowfs()
+            .args(["explore", "--fs", fs, "--max-states", "150", "--check"])
+            .arg(script(check))
+            .args(extra)
+            .current_dir(scratch.path())
+            .arg("--")
+            .arg(script(workload))
+            .output()
+            .unwrap();
+        let text = common::text(&out);
+        println!("--fs {fs} {extra:?} {check} {workload}:\n{text}");
+        (out, text)
+    }
+
+    /// Loop devices attached to files in this scope (explore's recording and
+    /// states, removed or not: a removed one's name ends in " (deleted)").
+    fn loop_devices(&self) -> Vec<String> {
+        let scope = self.path();
+        std::fs::read_dir("/sys/block")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| {
+                let backing = std::fs::read_to_string(e.path().join("loop/backing_file")).ok()?;
+                Path::new(backing.trim_end()).starts_with(&scope).then(|| {
+                    format!(
+                        "{}: {}",
+                        e.file_name().to_string_lossy(),
+                        backing.trim_end()
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Mounts in this scope (explore's recording mount, its states).
+    fn mounts(&self) -> Vec<String> {
+        let scope = self.path();
+        std::fs::read_to_string("/proc/mounts")
+            .unwrap()
+            .lines()
+            .filter(|l| {
+                l.split(' ')
+                    .nth(1)
+                    .is_some_and(|m| Path::new(m).starts_with(&scope))
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn assert_nothing_left(&self) {
+        // A killed explore's recording mount is detached by its guard process,
+        // and its loop devices are released, a moment after it dies.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while (!self.loop_devices().is_empty() || !self.mounts().is_empty())
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(
+            self.loop_devices(),
+            Vec::<String>::new(),
+            "loop devices left attached"
+        );
+        assert_eq!(self.mounts(), Vec::<String>::new(), "mounts left");
+    }
 }
 
 fn preflight() {
@@ -93,13 +134,13 @@ fn preflight() {
 /// make each other slow.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn caught(fs: &str, extra: &[&str], check: &str, workload: &str, message: &str) {
-    let (out, text) = explore(fs, extra, check, workload);
+fn caught(scope: &Scope, fs: &str, extra: &[&str], check: &str, workload: &str, message: &str) {
+    let (out, text) = scope.explore(fs, extra, check, workload);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains(message), "{text}");
     assert!(text.contains(&format!("observed on real {fs}")), "{text}");
     assert_lost_writes_are_named(&text);
-    assert_nothing_left();
+    scope.assert_nothing_left();
 }
 
 /// Every lost write of the report says what its blocks hold (a file, the
@@ -119,8 +160,8 @@ fn assert_lost_writes_are_named(text: &str) {
     }
 }
 
-fn clean(fs: &str, check: &str, workload: &str) {
-    let (out, text) = explore(fs, &[], check, workload);
+fn clean(scope: &Scope, fs: &str, check: &str, workload: &str) {
+    let (out, text) = scope.explore(fs, &[], check, workload);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("verdict: clean"), "{text}");
     let checked: usize = text
@@ -130,35 +171,39 @@ fn clean(fs: &str, check: &str, workload: &str) {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     assert!(checked >= 20, "a clean verdict on {checked} states: {text}");
-    assert_nothing_left();
+    scope.assert_nothing_left();
 }
 
 #[test]
 fn ext4_catches_the_export_without_fsync_under_noauto_da_alloc_and_passes_the_safe_one() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     preflight();
+    let scope = Scope::new();
     caught(
+        &scope,
         "ext4",
         &["--mount-options", "commit=1,noauto_da_alloc"],
         "check_config.sh",
         "export_nofsync.sh",
         "config is ''",
     );
-    clean("ext4", "check_config.sh", "export_fsync.sh");
+    clean(&scope, "ext4", "check_config.sh", "export_fsync.sh");
 }
 
 #[test]
 fn xfs_catches_the_export_without_fsync_and_passes_the_safe_one() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     preflight();
+    let scope = Scope::new();
     caught(
+        &scope,
         "xfs",
         &[],
         "check_config.sh",
         "export_nofsync.sh",
         "config is ''",
     );
-    clean("xfs", "check_config.sh", "export_fsync.sh");
+    clean(&scope, "xfs", "check_config.sh", "export_fsync.sh");
     let xfssyncd = std::fs::read_to_string("/proc/sys/fs/xfs/xfssyncd_centisecs").unwrap();
     assert_eq!(xfssyncd.trim(), "3000", "the XFS sync interval is put back");
 }
@@ -167,23 +212,27 @@ fn xfs_catches_the_export_without_fsync_and_passes_the_safe_one() {
 fn btrfs_catches_an_fsync_of_one_file_taken_for_both_and_passes_the_safe_export() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     preflight();
+    let scope = Scope::new();
     caught(
+        &scope,
         "btrfs",
         &[],
         "check_two_files.sh",
         "two_files.sh",
         "b is saved but a is",
     );
-    clean("btrfs", "check_config.sh", "export_fsync.sh");
+    clean(&scope, "btrfs", "check_config.sh", "export_fsync.sh");
 }
 
 #[test]
 fn real_groups_are_judged_against_a_model_run_and_a_wrong_model_is_caught() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     preflight();
+    let scope = Scope::new();
     let dir = tempfile::tempdir().unwrap();
     let model_run = dir.path().join("model.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+    let out = scope
+        .slowfs()
         .args(["explore", "--json"])
         .arg(&model_run)
         .arg("--check")
@@ -207,7 +256,7 @@ fn real_groups_are_judged_against_a_model_run_and_a_wrong_model_is_caught() {
         "--compare-with",
         model,
     ];
-    let (out, text) = explore("ext4", &ext4, "check_config.sh", "export_nofsync.sh");
+    let (out, text) = scope.explore("ext4", &ext4, "check_config.sh", "export_nofsync.sh");
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
         text.contains("predicted by the xfs model (the model run's group 1)"),
@@ -222,7 +271,7 @@ fn real_groups_are_judged_against_a_model_run_and_a_wrong_model_is_caught() {
     std::fs::write(&model_run, json.to_string()).unwrap();
     let real_run = dir.path().join("real.json");
     let with_json = [&ext4[..], &["--json", real_run.to_str().unwrap()]].concat();
-    let (out, text) = explore("ext4", &with_json, "check_config.sh", "export_nofsync.sh");
+    let (out, text) = scope.explore("ext4", &with_json, "check_config.sh", "export_nofsync.sh");
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("MODEL SAYS NEVER"), "{text}");
     assert!(
@@ -236,7 +285,7 @@ fn real_groups_are_judged_against_a_model_run_and_a_wrong_model_is_caught() {
     assert_eq!(report["groups"][0]["models"], serde_json::json!([]));
     assert!(report["groups"][0].get("unknown").is_none(), "{report}");
     // A report of an --fs run is not a model run.
-    let (out, text) = explore(
+    let (out, text) = scope.explore(
         "xfs",
         &["--compare-with", real_run.to_str().unwrap()],
         "check_config.sh",
@@ -244,16 +293,17 @@ fn real_groups_are_judged_against_a_model_run_and_a_wrong_model_is_caught() {
     );
     assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(text.contains("not of a model run"), "{text}");
-    assert_nothing_left();
+    scope.assert_nothing_left();
 }
 
 #[test]
 fn a_real_fs_violation_replays_from_the_saved_run_and_its_base_image() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     preflight();
+    let scope = Scope::new();
     let logs = tempfile::tempdir().unwrap();
     let log_dir = logs.path().to_str().unwrap();
-    let (out, text) = explore(
+    let (out, text) = scope.explore(
         "ext4",
         &[
             "--mount-options",
@@ -299,22 +349,22 @@ fn a_real_fs_violation_replays_from_the_saved_run_and_its_base_image() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("has changed since the run"), "{stderr}");
-    assert_nothing_left();
+    scope.assert_nothing_left();
 }
 
 #[test]
 fn explore_killed_while_checking_leaves_no_loop_device_or_mount() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     preflight();
+    let scope = Scope::new();
     // A SIGKILLed explore cannot remove its temporary images and state
-    // directories: they go to a directory of the test's, removed with it.
-    let temp = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+    // directories: they go to the scope's directory, removed with it.
+    let mut child = scope
+        .slowfs()
         .args(["explore", "--fs", "btrfs", "--check"])
         .arg(format!("{} && sleep 0.2", script("check_config.sh")))
         .arg("--")
         .arg(script("export_fsync.sh"))
-        .env("TMPDIR", temp.path())
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -331,7 +381,7 @@ fn explore_killed_while_checking_leaves_no_loop_device_or_mount() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    assert_nothing_left();
+    scope.assert_nothing_left();
 }
 
 /// Processes whose command line starts with `needle`.
@@ -347,18 +397,25 @@ fn processes_running(needle: &str) -> Vec<String> {
 
 /// `slowfs explore --fs ext4` of `workload` (which ends in `sleep TAG`),
 /// returned once the sleep runs.
-fn explore_until_sleeping(dir: &Path, workload: &str, tag: &str) -> std::process::Child {
-    explore_on_until_sleeping("ext4", dir, workload, tag)
+fn explore_until_sleeping(
+    scope: &Scope,
+    dir: &Path,
+    workload: &str,
+    tag: &str,
+) -> std::process::Child {
+    explore_on_until_sleeping(scope, "ext4", dir, workload, tag)
 }
 
 /// [`explore_until_sleeping`] on filesystem `fs`.
 fn explore_on_until_sleeping(
+    scope: &Scope,
     fs: &str,
     dir: &Path,
     workload: &str,
     tag: &str,
 ) -> std::process::Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+    let mut child = scope
+        .slowfs()
         .args([
             "explore", "--fs", fs, "--check", "true", "--", "sh", "-c", workload,
         ])
@@ -380,10 +437,12 @@ fn explore_on_until_sleeping(
 fn explore_killed_while_recording_leaves_no_workload_loop_device_or_mount() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     preflight();
+    let scope = Scope::new();
     // A workload that writes, then waits far longer than the test.
     let tag = "3617.25";
     let scratch = tempfile::tempdir().unwrap();
     let mut child = explore_until_sleeping(
+        &scope,
         scratch.path(),
         &format!("echo data > f && sync && exec sleep {tag}"),
         tag,
@@ -399,7 +458,7 @@ fn explore_killed_while_recording_leaves_no_workload_loop_device_or_mount() {
         Vec::<String>::new(),
         "the workload outlived explore"
     );
-    assert_nothing_left();
+    scope.assert_nothing_left();
 }
 
 #[test]
@@ -421,9 +480,11 @@ fn a_filesystem_that_is_not_there_is_named_with_the_choices() {
 fn sigterm_during_an_fs_workload_ends_it_at_once() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     preflight();
+    let scope = Scope::new();
     let tag = "2519.5";
     let scratch = tempfile::tempdir().unwrap();
     let mut child = explore_until_sleeping(
+        &scope,
         scratch.path(),
         &format!("echo data > f && sleep {tag}"),
         tag,
@@ -452,7 +513,7 @@ fn sigterm_during_an_fs_workload_ends_it_at_once() {
     assert_eq!(status.code(), Some(130), "{text}");
     assert!(text.contains("INTERRUPTED during the workload"), "{text}");
     assert!(processes_running(&format!("sleep {tag}")).is_empty());
-    assert_nothing_left();
+    scope.assert_nothing_left();
 }
 
 /// A workload that writes nothing in the filesystem gets no verdict (the
@@ -462,10 +523,12 @@ fn sigterm_during_an_fs_workload_ends_it_at_once() {
 fn an_fs_workload_that_changes_nothing_is_refused_not_clean() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     preflight();
+    let scope = Scope::new();
     let run = |workload: &str| {
         let scratch = tempfile::tempdir().unwrap();
         let json = scratch.path().join("r.json");
-        let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        let out = scope
+            .slowfs()
             .args(["explore", "--fs", "ext4", "--check", "true", "--json"])
             .arg(&json)
             .args(["--", "sh", "-c", workload])
@@ -491,7 +554,7 @@ fn an_fs_workload_that_changes_nothing_is_refused_not_clean() {
     assert_eq!(code, Some(0), "the control writes a file: {text}");
     // The image is made as ext4 is deployed: 4 KiB blocks at 64 MiB too.
     assert!(text.contains("mkfs.ext4 -q -F -b 4096 -I 256"), "{text}");
-    assert_nothing_left();
+    scope.assert_nothing_left();
 }
 
 #[test]
@@ -524,6 +587,7 @@ fn fs_with_backing_says_how_to_give_the_initial_state() {
 fn overlapping_xfs_runs_put_the_sync_interval_back() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     preflight();
+    let scope = Scope::new();
     let interval = || {
         std::fs::read_to_string("/proc/sys/fs/xfs/xfssyncd_centisecs")
             .unwrap()
@@ -537,7 +601,8 @@ fn overlapping_xfs_runs_put_the_sync_interval_back() {
     );
     let scratch = tempfile::tempdir().unwrap();
     let run = |workload: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_slowfs"))
+        let out = scope
+            .slowfs()
             .args([
                 "explore", "--fs", "xfs", "--check", "true", "--", "sh", "-c", workload,
             ])
@@ -548,6 +613,7 @@ fn overlapping_xfs_runs_put_the_sync_interval_back() {
     };
     let tag = "3617.31";
     let mut holder = explore_on_until_sleeping(
+        &scope,
         "xfs",
         scratch.path(),
         &format!("echo a > a && exec sleep {tag}"),
@@ -564,5 +630,44 @@ fn overlapping_xfs_runs_put_the_sync_interval_back() {
         before,
         "the last run out puts the original back"
     );
-    assert_nothing_left();
+    scope.assert_nothing_left();
+}
+
+/// The leftover check sees what is the test's own: a loop device attached to
+/// a file in its scope, a mount in it, and their names; gone once released.
+#[test]
+fn the_leftover_check_sees_a_loop_device_and_a_mount_of_the_tests_own() {
+    preflight();
+    let scope = Scope::new();
+    let image = scope.path().join("slowfs-fs-control.img");
+    std::fs::File::create(&image)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let out = Command::new("losetup")
+        .args(["--find", "--show"])
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::text(&out));
+    let device = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let mountpoint = scope.path().join("mnt");
+    std::fs::create_dir(&mountpoint).unwrap();
+    nix::mount::mount(
+        Some("tmpfs"),
+        &mountpoint,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .unwrap();
+    let devices = scope.loop_devices();
+    let mounts = scope.mounts();
+    let _ = Command::new("losetup").arg("-d").arg(&device).status();
+    let _ = nix::mount::umount2(&mountpoint, nix::mount::MntFlags::MNT_DETACH);
+    assert_eq!(devices.len(), 1, "{devices:?}");
+    assert!(devices[0].contains("slowfs-fs-control.img"), "{devices:?}");
+    assert_eq!(mounts.len(), 1, "{mounts:?}");
+    assert!(mounts[0].contains(" tmpfs "), "{mounts:?}");
+    scope.assert_nothing_left();
 }

@@ -96,9 +96,53 @@ fn umount_releases_hung_requests_and_waits_for_the_daemon() {
     assert!(!logged.contains("WARN"), "{logged}");
 }
 
+/// Set in the copy of the test binary that [`in_a_mount_namespace_of_its_own`] runs.
+const OWN_NAMESPACE: &str = "SLOWFS_TEST_OWN_MOUNT_NAMESPACE";
+
+/// Runs test `name` again, alone, in a copy of this binary in a private
+/// mount namespace of its own (`unshare -m --propagation private`), and
+/// checks it passed; there, before the test, the copies of the slowfs mounts
+/// it inherited are detached (the originals, other tests' and runs', stay),
+/// so `umount --all` sees only the mounts the test makes. True in that copy:
+/// the caller then runs the test's body.
+fn in_a_mount_namespace_of_its_own(name: &str) -> bool {
+    if std::env::var_os(OWN_NAMESPACE).is_some() {
+        // Stacked mounts: detach until none is left.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while let Some(inherited) = slowfs::mount::slowfs_mounts().pop() {
+            assert!(Instant::now() < deadline, "{inherited:?} stays mounted");
+            nix::mount::umount2(&inherited, nix::mount::MntFlags::MNT_DETACH).unwrap_or_else(|e| {
+                panic!("detaching the copy of {inherited:?} in the test's namespace: {e}")
+            });
+        }
+        return true;
+    }
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(OWN_NAMESPACE, "1")
+        .output()
+        .unwrap();
+    let said = text(&out);
+    println!("{said}");
+    assert!(
+        out.status.success(),
+        "{name} in its own mount namespace: {said}"
+    );
+    assert!(said.contains("1 passed"), "{name} did not run: {said}");
+    false
+}
+
+/// `umount --all` runs in a mount namespace of the test's own: `--force`
+/// ends every live slowfs mount it sees, and the machine's (other tests',
+/// a long explore's) are not the test's to end.
 #[test]
 fn umount_all_takes_only_dead_mounts_unless_forced() {
     let _serial = serial();
+    if !in_a_mount_namespace_of_its_own("umount_all_takes_only_dead_mounts_unless_forced") {
+        return;
+    }
     let mut live = Daemon::start(Options::default());
     let mut dead = Daemon::start(Options::default());
     dead.kill_leaving_a_dead_mount();

@@ -64,18 +64,33 @@ fn a_model_without_sizes_without_data_is_caught_as_a_model_gap_on_ext4() {
     let (code, text) = ace(&["--seq", "1", "--only", workload, "--fs", "ext4"]);
     assert_eq!(code, Some(0), "the sound default predicts it: {text}");
     assert!(text.contains("C=ZZZZ") || text.contains("agree"), "{text}");
-    let (code, text) = ace(&[
-        "--seq",
-        "1",
-        "--only",
-        workload,
-        "--fs",
-        "ext4",
-        "--whole-writes",
-    ]);
-    assert_eq!(code, Some(1), "the negative control must be caught: {text}");
-    assert!(text.contains("MODEL GAP 1"), "{text}");
-    assert!(text.contains("C=ZZZZ"), "the zero-filled file: {text}");
+    // The kernel leaves the zero-filled file on some timelines only (its
+    // data write lost in the flush epoch that kept the commit): a few runs,
+    // and the control must be caught on each one that shows it.
+    let mut shown = 0;
+    for attempt in 1..=3 {
+        let (code, text) = ace(&[
+            "--seq",
+            "1",
+            "--only",
+            workload,
+            "--fs",
+            "ext4",
+            "--whole-writes",
+        ]);
+        if !text.contains("C=ZZZZ") {
+            println!("attempt {attempt}: this timeline left no zero-filled file");
+            continue;
+        }
+        shown += 1;
+        assert_eq!(code, Some(1), "the negative control must be caught: {text}");
+        assert!(text.contains("MODEL GAP 1"), "{text}");
+        break;
+    }
+    assert!(
+        shown > 0,
+        "real ext4 never left the zero-filled file C=ZZZZ in 3 runs: the control could not be tried"
+    );
 }
 
 /// `ace: N seq-1 workloads ...`: N.

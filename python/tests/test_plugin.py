@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -28,10 +29,15 @@ def mountpoint_printed(lines):
 
 
 @pytest.fixture(autouse=True)
-def leaves_no_mount():
-    before = set(slowfs_mounts())
+def leaves_no_mount(tmp_path_factory, monkeypatch):
+    # The test's mounts (and its inner pytest's, which inherits TMPDIR) go
+    # under a temporary directory of its own: mounts others make on the
+    # machine meanwhile (a crash search, another suite) are not its own.
+    own = str(tmp_path_factory.mktemp("tmpdir"))
+    monkeypatch.setenv("TMPDIR", own)
+    monkeypatch.setattr(tempfile, "tempdir", own)
     yield
-    left = set(slowfs_mounts()) - before
+    left = [m for m in slowfs_mounts() if m.startswith(own + "/")]
     assert not left, f"mounts left behind: {left}"
 
 

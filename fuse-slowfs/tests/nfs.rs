@@ -181,6 +181,20 @@ fn whole_file_lock(file: &std::fs::File, cmd: i32, typ: i32) -> Result<i32, i32>
     }
 }
 
+/// Two clients of one directory, A holding a whole-file write lock on `db`
+/// (through the returned file): A, B and that file.
+fn a_holds_a_lock_b_can_see() -> (SlowMount, SlowMount, std::fs::File) {
+    let a = client("nfs", None, &[]);
+    std::fs::write(a.path("db"), "x").unwrap();
+    let b = client("nfs", Some(&a.backing_path("")), &[]);
+    let held = open_rw(a.path("db"));
+    assert_eq!(
+        whole_file_lock(&held, libc::F_SETLK, libc::F_WRLCK),
+        Ok(libc::F_WRLCK)
+    );
+    (a, b, held)
+}
+
 fn open_rw(path: std::path::PathBuf) -> std::fs::File {
     std::fs::OpenOptions::new()
         .read(true)
@@ -191,14 +205,7 @@ fn open_rw(path: std::path::PathBuf) -> std::fs::File {
 
 #[test]
 fn with_lock_two_clients_share_fcntl_locks_and_with_nolock_they_do_not() {
-    let a = client("nfs", None, &[]);
-    std::fs::write(a.path("db"), "x").unwrap();
-    let b = client("nfs", Some(&a.backing_path("")), &[]);
-    let held = open_rw(a.path("db"));
-    assert_eq!(
-        whole_file_lock(&held, libc::F_SETLK, libc::F_WRLCK),
-        Ok(libc::F_WRLCK)
-    );
+    let (a, b, held) = a_holds_a_lock_b_can_see();
     let other = open_rw(b.path("db"));
     assert_eq!(
         whole_file_lock(&other, libc::F_SETLK, libc::F_WRLCK),
@@ -1529,14 +1536,7 @@ fn lock_wait_signalled(signal: i32) -> Option<Result<i32, i32>> {
         action.sa_sigaction = on_usr1 as extern "C" fn(libc::c_int) as usize;
         libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut());
     }
-    let a = client("nfs", None, &[]);
-    std::fs::write(a.path("db"), "x").unwrap();
-    let b = client("nfs", Some(&a.backing_path("")), &[]);
-    let held = open_rw(a.path("db"));
-    assert_eq!(
-        whole_file_lock(&held, libc::F_SETLK, libc::F_WRLCK),
-        Ok(libc::F_WRLCK)
-    );
+    let (_a, b, held) = a_holds_a_lock_b_can_see();
     let other = open_rw(b.path("db"));
     let waiter = std::thread::spawn(move || whole_file_lock(&other, libc::F_SETLKW, libc::F_WRLCK));
     std::thread::sleep(Duration::from_millis(300));
@@ -1746,14 +1746,7 @@ fn cpu_time() -> Duration {
 #[test]
 fn blocked_lock_waits_hold_no_daemon_thread() {
     const WAITS: usize = 200;
-    let a = client("nfs", None, &[]);
-    std::fs::write(a.path("db"), "x").unwrap();
-    let b = client("nfs", Some(&a.backing_path("")), &[]);
-    let held = open_rw(a.path("db"));
-    assert_eq!(
-        whole_file_lock(&held, libc::F_SETLK, libc::F_WRLCK),
-        Ok(libc::F_WRLCK)
-    );
+    let (_a, b, held) = a_holds_a_lock_b_can_see();
     let before = threads_now();
     let waiters: Vec<_> = (0..WAITS)
         .map(|_| {

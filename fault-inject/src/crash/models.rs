@@ -669,23 +669,29 @@ mod tests {
         ops.iter().map(|&i| (i, Keep::Whole)).collect()
     }
 
-    /// The `ace` generator's ext4 state `A=ggZZgggg`: a truncate from 8 KiB
-    /// to 2 KiB whose zeroing of its block reached the disk without the new
-    /// size. ext4 and XFS can leave it; btrfs cannot (copy-on-write).
-    #[test]
-    fn a_truncates_zeroing_can_persist_without_its_size_except_on_btrfs() {
-        let mut initial = Tree::empty(1);
-        initial.apply(&LogOp::Create {
+    /// A tree whose root holds file `A` (node 2) with `content`.
+    fn file_a_of(content: &[u8]) -> Tree {
+        let mut tree = Tree::empty(1);
+        tree.apply(&LogOp::Create {
             dir: 1,
             name: "A".into(),
             node: 2,
             kind: NodeKind::File,
         });
-        initial.apply(&LogOp::Write {
+        tree.apply(&LogOp::Write {
             node: 2,
             offset: 0,
-            data: vec![b'g'; 8192],
+            data: content.to_vec(),
         });
+        tree
+    }
+
+    /// The `ace` generator's ext4 state `A=ggZZgggg`: a truncate from 8 KiB
+    /// to 2 KiB whose zeroing of its block reached the disk without the new
+    /// size. ext4 and XFS can leave it; btrfs cannot (copy-on-write).
+    #[test]
+    fn a_truncates_zeroing_can_persist_without_its_size_except_on_btrfs() {
+        let initial = file_a_of(&[b'g'; 8192]);
         let log = Log::from_recorded(initial, [LogOp::SetLen { node: 2, len: 2048 }], 4096);
         assert_eq!(
             log.ops()[1],
@@ -726,18 +732,7 @@ mod tests {
     /// size with the new bytes; btrfs cannot (copy-on-write, one transaction).
     #[test]
     fn a_growing_writes_bytes_below_the_old_size_can_persist_without_the_size_except_on_btrfs() {
-        let mut initial = Tree::empty(1);
-        initial.apply(&LogOp::Create {
-            dir: 1,
-            name: "A".into(),
-            node: 2,
-            kind: NodeKind::File,
-        });
-        initial.apply(&LogOp::Write {
-            node: 2,
-            offset: 0,
-            data: vec![b'g'; 2048],
-        });
+        let initial = file_a_of(&[b'g'; 2048]);
         let write = LogOp::Write {
             node: 2,
             offset: 0,
@@ -773,12 +768,7 @@ mod tests {
         // A write inside the size, or past it, or an append: nothing in place
         // beyond what the write itself is.
         for (offset, len) in [(0, 1024), (4096, 10), (2048, 100)] {
-            let mut initial = Tree::empty(1);
-            initial.apply(&LogOp::Write {
-                node: 2,
-                offset: 0,
-                data: vec![b'g'; 2048],
-            });
+            let initial = file_a_of(&[b'g'; 2048]);
             let write = LogOp::Write {
                 node: 2,
                 offset,

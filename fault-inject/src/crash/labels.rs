@@ -77,12 +77,8 @@ pub struct Labels {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crash::models::ModelFacts;
+    use crate::crash::models::{every_kept_subset, kept, ModelFacts};
     use crate::durability::{Keep, Kept, Log, LogBuilder, LogOp};
-
-    fn kept(ops: &[usize]) -> Kept {
-        ops.iter().map(|&i| (i, Keep::Whole)).collect()
-    }
 
     fn labels(log: &Log, point: usize, kept: &Kept) -> Labels {
         ModelFacts::new(log).labels(log, point, &log.pending(point), kept)
@@ -203,26 +199,19 @@ mod tests {
         });
         for log in [replace_log, synced] {
             let facts = ModelFacts::new(&log);
-            for point in 0..=log.ops().len() {
-                let pending = log.pending(point);
-                for mask in 0..(1u32 << pending.len()) {
-                    let ops: Vec<usize> = (0..pending.len())
-                        .filter(|b| mask & (1 << b) != 0)
-                        .map(|b| pending[b])
-                        .collect();
-                    let l = facts.labels(&log, point, &pending, &kept(&ops));
-                    assert!(l.can.iter().all(|m| !l.unknown.contains(m)));
-                    let maybe = |m: FsModel| l.can.contains(&m) || l.unknown.contains(&m);
-                    for &model in FsModel::ALL {
-                        if let Some(wider) = model.refines() {
-                            assert!(
-                                !maybe(model) || maybe(wider),
-                                "point {point}, kept {ops:?}: {model} but not {wider}"
-                            );
-                        }
+            every_kept_subset(&log, |point, pending, ops| {
+                let l = facts.labels(&log, point, pending, &kept(ops));
+                assert!(l.can.iter().all(|m| !l.unknown.contains(m)));
+                let maybe = |m: FsModel| l.can.contains(&m) || l.unknown.contains(&m);
+                for &model in FsModel::ALL {
+                    if let Some(wider) = model.refines() {
+                        assert!(
+                            !maybe(model) || maybe(wider),
+                            "point {point}, kept {ops:?}: {model} but not {wider}"
+                        );
                     }
                 }
-            }
+            });
         }
     }
 }

@@ -636,6 +636,29 @@ impl ModelFacts {
     }
 }
 
+/// Every crash point of `log` and every subset of its pending operations
+/// kept whole: `(point, pending, kept ops)`, for tests that check a property
+/// over all of them.
+#[cfg(test)]
+pub(crate) fn every_kept_subset(log: &Log, mut check: impl FnMut(usize, &[usize], &[usize])) {
+    for point in 0..=log.ops().len() {
+        let pending = log.pending(point);
+        for mask in 0..(1u32 << pending.len()) {
+            let ops: Vec<usize> = (0..pending.len())
+                .filter(|b| mask & (1 << b) != 0)
+                .map(|b| pending[b])
+                .collect();
+            check(point, &pending, &ops);
+        }
+    }
+}
+
+/// Operations `ops` kept whole.
+#[cfg(test)]
+pub(crate) fn kept(ops: &[usize]) -> Kept {
+    ops.iter().map(|&i| (i, Keep::Whole)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -663,10 +686,6 @@ mod tests {
             .write(3, 0, b"new")
             .rename("tmp", "f", 3)
             .build()
-    }
-
-    fn kept(ops: &[usize]) -> Kept {
-        ops.iter().map(|&i| (i, Keep::Whole)).collect()
     }
 
     /// A tree whose root holds file `A` (node 2) with `content`.
@@ -879,24 +898,17 @@ mod tests {
         });
         for log in [replace_via_rename(), synced] {
             let facts = ModelFacts::new(&log);
-            for point in 0..=log.ops().len() {
-                let pending = log.pending(point);
-                for mask in 0..(1u32 << pending.len()) {
-                    let ops: Vec<usize> = (0..pending.len())
-                        .filter(|b| mask & (1 << b) != 0)
-                        .map(|b| pending[b])
-                        .collect();
-                    let allows = |m: FsModel| facts.allows(m, &log, point, &pending, &kept(&ops));
-                    for model in FsModel::ALL {
-                        if let Some(wider) = model.refines() {
-                            assert!(
-                                !allows(*model) || allows(wider),
-                                "point {point}, kept {ops:?}: {model} but not {wider}"
-                            );
-                        }
+            every_kept_subset(&log, |point, pending, ops| {
+                let allows = |m: FsModel| facts.allows(m, &log, point, pending, &kept(ops));
+                for model in FsModel::ALL {
+                    if let Some(wider) = model.refines() {
+                        assert!(
+                            !allows(*model) || allows(wider),
+                            "point {point}, kept {ops:?}: {model} but not {wider}"
+                        );
                     }
                 }
-            }
+            });
         }
     }
 

@@ -96,6 +96,18 @@ impl Scope {
             .collect()
     }
 
+    /// explore's scratch directories in this scope.
+    fn scratch_dirs(&self) -> Vec<String> {
+        let mut dirs: Vec<String> = std::fs::read_dir(self.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("slowfs-"))
+            .collect();
+        dirs.sort();
+        dirs
+    }
+
     fn assert_nothing_left(&self) {
         // A killed explore's recording mount is detached by its guard process,
         // and its loop devices are released, a moment after it dies.
@@ -382,6 +394,36 @@ fn explore_killed_while_checking_leaves_no_loop_device_or_mount() {
     child.kill().unwrap();
     child.wait().unwrap();
     scope.assert_nothing_left();
+
+    // What it left (its base image, its states) the next explore removes.
+    let left = scope.scratch_dirs();
+    assert!(
+        left.iter().any(|d| d.starts_with("slowfs-fs-")),
+        "the killed run left no image directory to sweep: {left:?}"
+    );
+    let next = tempfile::tempdir().unwrap();
+    let out = scope
+        .slowfs()
+        .args([
+            "explore",
+            "--check",
+            "true",
+            "--",
+            "sh",
+            "-c",
+            "cd \"$SLOWFS_MOUNT\" && echo a > f",
+        ])
+        .current_dir(next.path())
+        .output()
+        .unwrap();
+    let text = common::text(&out);
+    println!("the next explore:\n{text}");
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("removed {} scratch director", left.len())),
+        "{text}"
+    );
+    assert_eq!(scope.scratch_dirs(), Vec::<String>::new());
 }
 
 /// Processes whose command line starts with `needle`.

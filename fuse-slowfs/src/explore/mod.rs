@@ -29,6 +29,7 @@ pub mod realfs;
 mod record;
 pub mod report;
 pub mod run;
+mod scratch;
 mod xfs_sync;
 
 use std::io;
@@ -564,7 +565,7 @@ pub fn replay(
         .log
         .validate(point, kept)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let scratch = tempfile::Builder::new().prefix("slowfs-state-").tempdir()?;
+    let scratch = scratch::Scratch::new("slowfs-state-")?;
     let dir = match keep {
         Some(keep) => keep.to_path_buf(),
         None => scratch.path().join("state"),

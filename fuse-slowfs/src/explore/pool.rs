@@ -39,7 +39,7 @@ pub(super) struct Pool<T> {
     answers: Receiver<WorkerAnswer<T>>,
     workers: Vec<JoinHandle<()>>,
     /// The workers' directories, removed when the pool is.
-    _scratch: tempfile::TempDir,
+    _scratch: super::scratch::Scratch,
 }
 
 impl<T: Clone + Send + 'static> Pool<T> {
@@ -50,9 +50,7 @@ impl<T: Clone + Send + 'static> Pool<T> {
         write: StateWriter<T>,
         ops: usize,
     ) -> io::Result<Pool<T>> {
-        let scratch = tempfile::Builder::new()
-            .prefix("slowfs-states-")
-            .tempdir()?;
+        let scratch = super::scratch::Scratch::new("slowfs-states-")?;
         let jobs = config.jobs.max(1);
         let timeout = Duration::from_millis(config.settings.timeout_ms);
         let (task_tx, task_rx) = mpsc::sync_channel::<Task<T>>(jobs);

@@ -64,7 +64,7 @@ pub fn record_over(
             "no workload command given",
         ));
     }
-    let mountpoint = tempfile::Builder::new().prefix("slowfs-mnt-").tempdir()?;
+    let mountpoint = super::scratch::Scratch::new("slowfs-mnt-")?;
     let mut config = MountConfig::new(backing, mountpoint.path());
     config.durability = crate::Durability::Record;
     config.control = ControlSocket::None;

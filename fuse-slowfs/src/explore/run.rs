@@ -135,6 +135,7 @@ impl ExplorePlan {
 /// explore's own (a mount, an image); what the workload or checker did is
 /// in the report.
 pub fn run(plan: &ExplorePlan, mut progress: impl FnMut(&Progress)) -> io::Result<Explored> {
+    sweep_killed_runs();
     let recorded = match &plan.real_fs {
         Some((setup, populate)) => record_on_real_fs(plan, setup, populate.as_deref())?,
         None => record_on_mount(plan)?,
@@ -260,7 +261,7 @@ struct RealRun {
     /// Whether the workload changed anything in the filesystem.
     changed: bool,
     node: u64,
-    _dir: tempfile::TempDir,
+    _dir: super::scratch::Scratch,
 }
 
 /// The workload on a recording mount over the plan's backing directory (or
@@ -269,10 +270,11 @@ fn record_on_mount(plan: &ExplorePlan) -> io::Result<RecordedRun> {
     let (backing, _temp) = match &plan.backing {
         Some(dir) => (dir.clone(), None),
         None => {
-            let temp = tempfile::Builder::new()
-                .prefix("slowfs-explore-")
-                .tempdir()?;
-            (temp.path().to_path_buf(), Some(temp))
+            let temp = super::scratch::Scratch::new("slowfs-explore-")?;
+            // A directory of its own: the scratch root holds the owner's lock.
+            let backing = temp.path().join("backing");
+            std::fs::create_dir(&backing)?;
+            (backing, Some(temp))
         }
     };
     progress!("slowfs explore: running the workload on a recording mount");
@@ -284,6 +286,26 @@ fn record_on_mount(plan: &ExplorePlan) -> io::Result<RecordedRun> {
     })
 }
 
+/// Removes what SIGKILLed runs left in the temporary directory, and says so.
+fn sweep_killed_runs() {
+    let swept = super::scratch::sweep(&std::env::temp_dir());
+    if swept.removed > 0 {
+        progress!(
+            "slowfs explore: removed {} scratch director{} of killed runs ({})",
+            swept.removed,
+            if swept.removed == 1 { "y" } else { "ies" },
+            slowfs_faults::DisplaySize(swept.bytes)
+        );
+    }
+    for dir in &swept.in_use {
+        progress!(
+            "slowfs explore: {} is a killed run's, but is still mounted or attached to a loop \
+             device: unmount it (umount -l) or detach it (losetup -d), then remove it",
+            dir.display()
+        );
+    }
+}
+
 /// `--fs`: the filesystem made in a base image, the workload run on it in a
 /// copy on the recording mount, and the disk's writes taken from the log.
 fn record_on_real_fs(
@@ -293,7 +315,7 @@ fn record_on_real_fs(
 ) -> io::Result<RecordedRun> {
     let fs = setup.fs;
     setup.preflight()?;
-    let dir = tempfile::Builder::new().prefix("slowfs-fs-").tempdir()?;
+    let dir = super::scratch::Scratch::new("slowfs-fs-")?;
     let base = dir.path().join("base.img");
     progress!(
         "slowfs explore: making the image: {}",

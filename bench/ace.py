@@ -391,6 +391,8 @@ def main():
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--limit", type=int, help="only the first N workloads")
     parser.add_argument("--only", help="only workloads whose steps contain this text")
+    parser.add_argument("--workload", action="append", default=[], metavar="NAME",
+                        help="only this workload, named as the rows name it ('A+fsync ; B+sync'); repeatable")
     parser.add_argument("--fs", default="ext4,xfs,btrfs")
     parser.add_argument("--shuffle", action="store_true", help="run the workloads in a seeded random order")
     parser.add_argument("--whole-writes", action="store_true",
@@ -408,6 +410,13 @@ def main():
     chosen = workloads(args.seq, args.sample, args.seed)
     if args.only:
         chosen = [w for w in chosen if any(args.only in f"{o}+{s}" for o, s in w)]
+    if args.workload:
+        known = {name_of(w) for w in chosen}
+        unknown = [n for n in args.workload if n not in known]
+        if unknown:
+            sys.exit(f"ace: not in this sample: {unknown} (names as in the rows, e.g. "
+                     f"{name_of(chosen[0])!r}; same --seq, --sample and --seed)")
+        chosen = [w for w in chosen if name_of(w) in args.workload]
     if args.shuffle:
         # A run cut short is then a random sample, not the first ops by name.
         random.Random(args.seed).shuffle(chosen)

@@ -594,6 +594,9 @@ fn an_fs_workload_that_changes_nothing_is_refused_not_clean() {
     assert_eq!(report["exit_code"], 2);
     let (code, text, _) = run("echo data > f && sync");
     assert_eq!(code, Some(0), "the control writes a file: {text}");
+    // A change of owner alone is a change (only the inode's ctime shows it).
+    let (code, text, _) = run("chown 1:1 . && sync");
+    assert_eq!(code, Some(0), "a chown changed the filesystem: {text}");
     // The image is made as ext4 is deployed: 4 KiB blocks at 64 MiB too.
     assert!(text.contains("mkfs.ext4 -q -F -b 4096 -I 256"), "{text}");
     scope.assert_nothing_left();

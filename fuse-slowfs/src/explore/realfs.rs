@@ -320,12 +320,13 @@ exit $rc"#;
     /// ([`super::run::ExplorePlan::signal_workload`] signals the script).
     /// It writes `changed` or `unchanged` to `seen`: whether the workload
     /// changed anything in the filesystem (a run that changed nothing has
-    /// no crash state to check, whatever the filesystem itself wrote).
+    /// no crash state to check, whatever the filesystem itself wrote): its
+    /// listing has each inode's change time, so a chown or an xattr counts.
     pub fn workload(&self, mountpoint: &Path, seen: &Path, workload: &[OsString]) -> Vec<OsString> {
         const SCRIPT: &str = r#"fs=$1 mnt=$2 opts=$3 settle=$4 seen=$5; shift 5
 img="$SLOWFS_MOUNT/image"
 mount -t "$fs" -o "loop${opts:+,$opts}" "$img" "$mnt" || { echo "slowfs explore: cannot mount the $fs image" >&2; exit 125; }
-listing() { (cd "$mnt" && find . -path ./lost+found -prune -o -printf '%p %y %s %m %T@ %l\n' | sort | cksum); }
+listing() { (cd "$mnt" && find . -path ./lost+found -prune -o -printf '%p %y %s %m %T@ %C@ %l\n' | sort | cksum); }
 before=$(listing)
 exec 3<&0
 (cd "$mnt" && SLOWFS_MOUNT="$mnt" exec "$@" <&3) & wl=$!

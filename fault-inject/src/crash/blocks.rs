@@ -134,13 +134,14 @@ impl Device {
             .chain(pending)
             .map(|(i, keep)| {
                 let w = &self.writes[&i];
-                let len = match keep {
-                    Keep::Whole => w.data.len(),
+                let (from, to) = match keep {
+                    Keep::Whole => (0, w.data.len()),
                     // A block write has no size of its own: nothing of it.
-                    Keep::SizeOnly => 0,
-                    Keep::Torn(bytes) => (bytes as usize).min(w.data.len()),
+                    Keep::SizeOnly => (0, 0),
+                    Keep::Torn(bytes) => (0, (bytes as usize).min(w.data.len())),
+                    Keep::TornTail(bytes) => ((bytes as usize).min(w.data.len()), w.data.len()),
                 };
-                (w.offset, &w.data[..len])
+                (w.offset + from as u64, &w.data[from..to])
             })
             .collect()
     }

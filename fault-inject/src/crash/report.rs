@@ -326,6 +326,9 @@ fn lost_ops(
             }
             match left {
                 Some(Keep::Torn(bytes)) => format!("op {i} torn after {bytes} bytes: {what}"),
+                Some(Keep::TornTail(bytes)) => {
+                    format!("op {i} torn, its first {bytes} bytes lost: {what}")
+                }
                 Some(Keep::SizeOnly) => format!("op {i} kept its size, not its data: {what}"),
                 Some(Keep::Whole) | None => format!("op {i} lost: {what}"),
             }

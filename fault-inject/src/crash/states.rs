@@ -7,7 +7,8 @@ use rand::Rng;
 use crate::durability::{Keep, Kept, Log, LogOp};
 
 /// The ways a crash at one point can end: each pending operation dropped, kept
-/// whole, or (a write, with a sector size) torn after a sector boundary inside it.
+/// whole, or (a write, with a sector size) torn at a sector boundary inside it:
+/// its head kept or its tail.
 #[derive(Debug, Clone)]
 pub struct PointStates {
     /// Pending operations with the ways each survives (`Keep::Whole` first).
@@ -27,7 +28,9 @@ impl PointStates {
             .map(|&i| {
                 let mut keeps = vec![Keep::Whole];
                 if let Some(sector) = sector {
-                    keeps.extend(log.tears(i, sector).into_iter().map(Keep::Torn));
+                    let tears = log.tears(i, sector);
+                    keeps.extend(tears.iter().copied().map(Keep::Torn));
+                    keeps.extend(tears.into_iter().map(Keep::TornTail));
                 }
                 if size_only && log.extends_size(i) {
                     keeps.push(Keep::SizeOnly);
@@ -210,6 +213,7 @@ mod tests {
     use crate::durability::LogBuilder;
     use proptest::prelude::*;
     use rand::SeedableRng;
+    use std::collections::BTreeSet;
 
     fn writes(n: usize) -> Log {
         let mut log = LogBuilder::new();
@@ -231,11 +235,13 @@ mod tests {
         let rest: Vec<Kept> = states.high_yield().collect();
         let nth: Vec<Kept> = (0..).map_while(|r| states.high_yield_nth(r)).collect();
         assert_eq!(nth, rest);
-        // 4 alone, 4 dropped, 1 tear of the last write (8192 bytes, 4096 sectors).
-        assert_eq!(rest.len(), 9);
+        // 4 alone, 4 dropped, 2 tears of the last write (8192 bytes, 4096
+        // sectors): its head kept, then its tail.
+        assert_eq!(rest.len(), 10);
         assert_eq!(states.high_yield_len(), 2 + rest.len());
-        assert_eq!(rest.last().unwrap()[&3], Keep::Torn(4096));
-        assert_eq!(states.count(), Some(2 * 3 * 3 * 3));
+        assert_eq!(rest[8][&3], Keep::Torn(4096));
+        assert_eq!(rest[9][&3], Keep::TornTail(4096));
+        assert_eq!(states.count(), Some(2 * 4 * 4 * 4));
     }
 
     proptest! {
@@ -280,5 +286,41 @@ mod tests {
         assert_eq!(size_only(&untorn), 1, "not only under --torn");
         let whole = PointStates::new(&log, &log.pending(k), None, false);
         assert_eq!(size_only(&whole), 0, "--whole-writes");
+    }
+
+    /// ext4 with 1 KiB blocks wrote a 4 KiB overwrite's page as 3 KiB and
+    /// 1 KiB, either lost: the write's last block alone (`gggj`) is a state
+    /// as much as its first three (`jjjg`). Before, only heads were.
+    #[test]
+    fn a_torn_write_may_keep_its_head_or_its_tail() {
+        let log = LogBuilder::new()
+            .initial_file("foo", 2, b"gggg")
+            .write(2, 0, b"jjjj")
+            .build();
+        let k = log.ops().len();
+        let states = PointStates::new(&log, &log.pending(k), Some(1), false);
+        let contents: BTreeSet<Vec<u8>> = states
+            .all_states(100)
+            .unwrap()
+            .iter()
+            .map(|kept| {
+                log.state_with(k, kept)
+                    .lookup("foo")
+                    .unwrap()
+                    .data()
+                    .unwrap()
+                    .to_vec()
+            })
+            .collect();
+        let expected = [
+            "gggg", "jjjj", "jggg", "jjgg", "jjjg", "gjjj", "ggjj", "gggj",
+        ];
+        assert_eq!(
+            contents,
+            expected
+                .iter()
+                .map(|s| s.as_bytes().to_vec())
+                .collect::<BTreeSet<_>>()
+        );
     }
 }

@@ -145,19 +145,21 @@ pub fn kept_spec(kept: &Kept) -> String {
         .map(|(i, keep)| match keep {
             Keep::Whole => i.to_string(),
             Keep::Torn(bytes) => format!("{i}:{bytes}"),
+            Keep::TornTail(bytes) => format!("{i}:{bytes}.."),
             Keep::SizeOnly => format!("{i}:size"),
         })
         .collect::<Vec<_>>()
         .join(",")
 }
 
-/// Parses `K` or `K/i,j,k:BYTES,l:size` (crash point, then the pending ops
-/// kept: whole, torn after BYTES, or only the size a write reached).
+/// Parses `K` or `K/i,j,k:BYTES,l:BYTES..,m:size` (crash point, then the
+/// pending ops kept: whole, its first BYTES, its bytes from BYTES on, or
+/// only the size a write reached).
 ///
 /// ```
 /// use slowfs_faults::crash::text::{kept_spec, parse_state};
-/// let (point, kept) = parse_state("12/3,5:4096,7:size").unwrap();
-/// assert_eq!((point, kept_spec(&kept)), (12, "3,5:4096,7:size".to_string()));
+/// let (point, kept) = parse_state("12/3,5:4096,6:1024..,7:size").unwrap();
+/// assert_eq!((point, kept_spec(&kept)), (12, "3,5:4096,6:1024..,7:size".to_string()));
 /// assert!(parse_state("x/1").unwrap_err().contains("CRASH_POINT"));
 /// ```
 pub fn parse_state(spec: &str) -> Result<(usize, Kept), String> {
@@ -169,12 +171,18 @@ pub fn parse_state(spec: &str) -> Result<(usize, Kept), String> {
     for part in kept.split(',').filter(|p| !p.is_empty()) {
         let (i, keep) = match part.split_once(':') {
             Some((i, "size")) => (i, Keep::SizeOnly),
-            Some((i, bytes)) => (
-                i,
-                Keep::Torn(bytes.parse().map_err(|_| {
-                    format!("bad torn size in '{part}' (BYTES, or `size` for the size only)")
-                })?),
-            ),
+            Some((i, bytes)) => {
+                let bad = |_| {
+                    format!(
+                        "bad torn size in '{part}' (BYTES for the write's first BYTES, BYTES.. \
+                         for the rest after them, or `size` for the size only)"
+                    )
+                };
+                match bytes.strip_suffix("..") {
+                    Some(from) => (i, Keep::TornTail(from.parse().map_err(bad)?)),
+                    None => (i, Keep::Torn(bytes.parse().map_err(bad)?)),
+                }
+            }
             None => (part, Keep::Whole),
         };
         out.insert(

@@ -8,7 +8,8 @@
 //! that surely survives, and [`Log::pending`] the operations that may or may not
 //! have: any subset of them, applied in log order on top of the durable state,
 //! is an allowed state ([`Log::state_with`]); with torn writes, a kept write may
-//! survive only in part, a prefix of whole sectors ([`Keep::Torn`]).
+//! survive only in part: a prefix of whole sectors ([`Keep::Torn`]) or the
+//! rest after one ([`Keep::TornTail`]).
 
 //!
 //! The operations ([`LogOp`], `ops.rs`) and the trees they change ([`Tree`],
@@ -50,6 +51,12 @@ pub enum Keep {
     /// A write cut after this many bytes (a whole number of sectors from its
     /// offset's sector boundary).
     Torn(u64),
+    /// A write of which only the bytes from this many on persisted (a whole
+    /// number of sectors from its offset's sector boundary): the kernel
+    /// writes a page's blocks, and a write's pages, in requests of their own
+    /// (ext4 with 1 KiB blocks wrote a 4 KiB page as 3 KiB + 1 KiB), and
+    /// nothing orders them before a flush.
+    TornTail(u64),
     /// A write whose size change persisted without its data: the file
     /// reaches the write's end, the bytes it wrote past the old end read as
     /// zeros (an allocation or unwritten extent committed before the data
@@ -275,6 +282,14 @@ impl Log {
                         data: data[..(*bytes as usize).min(data.len())].to_vec(),
                     })
                 }
+                (Keep::TornTail(bytes), LogOp::Write { node, offset, data }) => {
+                    let from = (*bytes as usize).min(data.len());
+                    tree.apply(&LogOp::Write {
+                        node: *node,
+                        offset: offset + from as u64,
+                        data: data[from..].to_vec(),
+                    })
+                }
                 (Keep::SizeOnly, LogOp::Write { node, offset, data }) => {
                     let end = offset + data.len() as u64;
                     let len = tree
@@ -365,7 +380,7 @@ impl Log {
                     self.ops[*i]
                 ));
             }
-            if let Keep::Torn(bytes) = keep {
+            if let Keep::Torn(bytes) | Keep::TornTail(bytes) = keep {
                 let len = match &self.ops[*i] {
                     LogOp::Write { data, .. } => data.len() as u64,
                     other => {

@@ -325,7 +325,8 @@ struct ExploreArgs {
     /// with --state.
     #[arg(long, requires = "state")]
     replay: Option<PathBuf>,
-    /// The state to replay: CRASH_POINT/OP,OP:BYTES,... (printed with each violation).
+    /// The state to replay: CRASH_POINT/OP,OP:BYTES,OP:BYTES..,OP:size (printed with each
+    /// violation: OP kept whole, its first BYTES, its bytes after BYTES, or only its size).
     #[arg(long)]
     state: Option<String>,
     /// Where to save the run (its log and checker settings) for --replay. By

@@ -414,8 +414,9 @@ def main():
         known = {name_of(w) for w in chosen}
         unknown = [n for n in args.workload if n not in known]
         if unknown:
-            sys.exit(f"ace: not in this sample: {unknown} (names as in the rows, e.g. "
-                     f"{name_of(chosen[0])!r}; same --seq, --sample and --seed)")
+            example = f", e.g. {name_of(chosen[0])!r}" if chosen else ""
+            sys.exit(f"ace: not among the workloads chosen: {unknown} (names as in the rows{example}; "
+                     f"the same --seq, --sample and --seed, and an --only that keeps them)")
         chosen = [w for w in chosen if name_of(w) in args.workload]
     if args.shuffle:
         # A run cut short is then a random sample, not the first ops by name.

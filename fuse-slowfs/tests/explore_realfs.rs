@@ -96,6 +96,17 @@ impl Scope {
             .collect()
     }
 
+    /// Processes whose working directory is in this scope.
+    fn processes_inside(&self) -> usize {
+        let scope = self.path();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read_link(e.path().join("cwd")).ok())
+            .filter(|cwd| cwd.starts_with(&scope))
+            .count()
+    }
+
     /// explore's scratch directories in this scope.
     fn scratch_dirs(&self) -> Vec<String> {
         let mut dirs: Vec<String> = std::fs::read_dir(self.path())
@@ -395,7 +406,12 @@ fn explore_killed_while_checking_leaves_no_loop_device_or_mount() {
     child.wait().unwrap();
     scope.assert_nothing_left();
 
-    // What it left (its base image, its states) the next explore removes.
+    // What it left (its base image, its states) the next explore removes,
+    // once its checkers (not killed with it) have left the scope.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while scope.processes_inside() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let left = scope.scratch_dirs();
     assert!(
         left.iter().any(|d| d.starts_with("slowfs-fs-")),

@@ -64,8 +64,12 @@ pub fn record_over(
             "no workload command given",
         ));
     }
-    let mountpoint = super::scratch::Scratch::new("slowfs-mnt-")?;
-    let mut config = MountConfig::new(backing, mountpoint.path());
+    // Mounted on a directory inside it: a sweep (see `scratch`) must never
+    // look into a live mount to find the owner's lock.
+    let scratch = super::scratch::Scratch::new("slowfs-mnt-")?;
+    let mountpoint = scratch.path().join("mnt");
+    std::fs::create_dir(&mountpoint)?;
+    let mut config = MountConfig::new(backing, &mountpoint);
     config.durability = crate::Durability::Record;
     config.control = ControlSocket::None;
     if let Some(rule) = rule {

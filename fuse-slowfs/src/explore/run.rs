@@ -299,8 +299,14 @@ fn sweep_killed_runs() {
     }
     for dir in &swept.in_use {
         progress!(
-            "slowfs explore: {} is a killed run's, but is still mounted or attached to a loop \
-             device: unmount it (umount -l) or detach it (losetup -d), then remove it",
+            "slowfs explore: {} is a killed run's, but a loop device still reads a file in it: \
+             detach it (losetup -j FILE shows which; losetup -d DEVICE), then remove it",
+            dir.display()
+        );
+    }
+    for (dir, error) in &swept.failed {
+        progress!(
+            "slowfs explore: cannot remove {}, a killed run's: {error}",
             dir.display()
         );
     }
@@ -498,9 +504,7 @@ fn explore_fsync_failures(
             );
             break;
         }
-        let scratch = tempfile::Builder::new()
-            .prefix("slowfs-explore-")
-            .tempdir()?;
+        let scratch = super::scratch::Scratch::new("slowfs-explore-")?;
         let backing = scratch.path().join("backing");
         materialize(first.initial(), &backing)?;
         let rule = format!("fsync,fdatasync error=EIO {drop} after={i}");

@@ -65,27 +65,40 @@ pub struct Swept {
     /// Directories removed, and the bytes they held.
     pub removed: usize,
     pub bytes: u64,
-    /// Directories of dead runs left alone: something is still mounted in
-    /// them or a loop device still reads a file in them.
+    /// Directories of dead runs left alone: a loop device still reads a
+    /// file in them.
     pub in_use: Vec<PathBuf>,
+    /// Directories of dead runs that could not be removed, and why.
+    pub failed: Vec<(PathBuf, String)>,
 }
 
 /// Removes the scratch directories under `root` whose owner has died.
 /// Directories without a lock (made by a slowfs before the lock existed, or
-/// another program's) and those of live runs are left alone.
+/// another program's), those of live runs and mount points are left alone.
 pub fn sweep(root: &Path) -> Swept {
     let mut swept = Swept::default();
-    let Ok(entries) = std::fs::read_dir(root) else {
+    // The kernel names mount points and loop devices' files by real paths.
+    let Ok(root) = root.canonicalize() else {
+        return swept;
+    };
+    let Ok(entries) = std::fs::read_dir(&root) else {
         return swept;
     };
     let busy = Busy::now();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if !PREFIXES.iter().any(|p| name.starts_with(p)) {
+        if !PREFIXES.iter().any(|p| name.starts_with(p))
+            || !entry.file_type().is_ok_and(|t| t.is_dir())
+        {
             continue;
         }
         let dir = entry.path();
+        // Before anything inside is opened: a lookup in a live mount (`slowfs
+        // run`'s, with faults) could hang or change what it injects.
+        if busy.mounts_at_or_under(&dir) {
+            continue;
+        }
         // Opened read-only: the sweep must not create a lock where none was.
         let Ok(file) = File::open(dir.join(LOCK)) else {
             continue;
@@ -93,49 +106,102 @@ pub fn sweep(root: &Path) -> Swept {
         let Ok(_dead_owners) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else {
             continue; // its run is alive
         };
-        if busy.holds(&dir) {
+        if busy.loop_file_under(&dir) {
             swept.in_use.push(dir);
             continue;
         }
         let bytes = disk_usage(&dir);
-        if std::fs::remove_dir_all(&dir).is_ok() {
-            swept.removed += 1;
-            swept.bytes += bytes;
+        match remove_lock_last(&dir) {
+            Ok(()) => {
+                swept.removed += 1;
+                swept.bytes += bytes;
+            }
+            Err(e) => swept.failed.push((dir, e.to_string())),
         }
     }
     swept
 }
 
+/// Removes `dir`, its lock last: a removal that fails halfway leaves a
+/// directory the next sweep still knows as a dead run's.
+fn remove_lock_last(dir: &Path) -> io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_name() == LOCK {
+            continue;
+        }
+        if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+        } else {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    std::fs::remove_file(dir.join(LOCK))?;
+    std::fs::remove_dir(dir)
+}
+
 /// Mount points and loop devices' backing files, read once per sweep.
 struct Busy {
-    paths: Vec<PathBuf>,
+    mounts: Vec<PathBuf>,
+    loop_files: Vec<PathBuf>,
 }
 
 impl Busy {
     fn now() -> Busy {
-        let mut paths = Vec::new();
-        if let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") {
-            // Field 5 is the mount point (spaces escaped as \040).
-            for line in mounts.lines() {
-                if let Some(point) = line.split(' ').nth(4) {
-                    paths.push(PathBuf::from(point.replace("\\040", " ")));
-                }
-            }
-        }
-        if let Ok(devices) = std::fs::read_dir("/sys/block") {
-            for device in devices.flatten() {
-                let file = device.path().join("loop/backing_file");
-                if let Ok(backing) = std::fs::read_to_string(file) {
-                    paths.push(PathBuf::from(backing.trim_end()));
-                }
-            }
-        }
-        Busy { paths }
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+            .map(|text| {
+                text.lines()
+                    .filter_map(|line| line.split(' ').nth(4))
+                    .map(|point| PathBuf::from(unescape_octal(point)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let loop_files = std::fs::read_dir("/sys/block")
+            .map(|devices| {
+                devices
+                    .flatten()
+                    .filter_map(|d| {
+                        std::fs::read_to_string(d.path().join("loop/backing_file")).ok()
+                    })
+                    .map(|file| PathBuf::from(file.trim_end()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Busy { mounts, loop_files }
     }
 
-    fn holds(&self, dir: &Path) -> bool {
-        self.paths.iter().any(|p| p.starts_with(dir))
+    fn mounts_at_or_under(&self, dir: &Path) -> bool {
+        self.mounts.iter().any(|p| p.starts_with(dir))
     }
+
+    fn loop_file_under(&self, dir: &Path) -> bool {
+        self.loop_files.iter().any(|p| p.starts_with(dir))
+    }
+}
+
+/// mountinfo's escapes: space, tab, newline and backslash as `\NNN` (octal).
+fn unescape_octal(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let code = bytes.get(i + 1..i + 4).and_then(|d| {
+            std::str::from_utf8(d)
+                .ok()
+                .and_then(|d| u8::from_str_radix(d, 8).ok())
+        });
+        match code {
+            Some(byte) if bytes[i] == b'\\' => {
+                out.push(byte);
+                i += 4;
+            }
+            _ => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn disk_usage(dir: &Path) -> u64 {
@@ -209,6 +275,55 @@ mod tests {
             "a directory without a lock was removed"
         );
         assert!(other.exists(), "another program's directory was removed");
+    }
+
+    /// A live mount named like a scratch directory (`slowfs run` mounts on
+    /// `slowfs-mnt-*`) is never looked into, even with an unheld lock file
+    /// in it. A real tmpfs mount (the tests run as root), unmounted on drop.
+    #[test]
+    fn a_mount_point_is_left_alone() {
+        struct Unmount(PathBuf);
+        impl Drop for Unmount {
+            fn drop(&mut self) {
+                let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
+            }
+        }
+        let root = tempfile::tempdir().unwrap();
+        let point = root.path().canonicalize().unwrap().join("slowfs-mnt-live");
+        std::fs::create_dir(&point).unwrap();
+        nix::mount::mount(
+            Some("tmpfs"),
+            &point,
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        )
+        .expect("mounting a tmpfs (the tests run as root)");
+        let _unmount = Unmount(point.clone());
+        File::create(point.join(LOCK)).unwrap();
+        std::fs::write(point.join("user-data"), b"keep me").unwrap();
+
+        assert_eq!(sweep(root.path()), Swept::default());
+        assert!(point.join("user-data").exists());
+    }
+
+    /// TMPDIR through a symlink: the kernel's paths are real paths, and
+    /// the sweep compares them with the directory's real path.
+    #[test]
+    fn a_sweep_through_a_symlinked_root_removes_the_dead_runs_directory() {
+        let real = tempfile::tempdir().unwrap();
+        let dead = dead_run(real.path(), "slowfs-fs-");
+        let links = tempfile::tempdir().unwrap();
+        let root = links.path().join("tmp");
+        std::os::unix::fs::symlink(real.path(), &root).unwrap();
+        assert_eq!(sweep(&root).removed, 1);
+        assert!(!dead.exists());
+    }
+
+    #[test]
+    fn mountinfo_escapes_are_decoded() {
+        assert_eq!(unescape_octal(r"/tmp/a\040b\011c\134d"), "/tmp/a b\tc\\d");
+        assert_eq!(unescape_octal(r"/tmp/plain\0"), r"/tmp/plain\0");
     }
 
     #[test]

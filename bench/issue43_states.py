@@ -15,6 +15,7 @@ and that state must be judged predicted.
     bench/issue43_states.py                     # every case, ext4 and XFS
     bench/issue43_states.py --case fdatasync --fs xfs --tries 5
     SLOWFS=target/release/slowfs bench/issue43_states.py
+    bench/issue43_states.py --fs ext4 --mkfs-options '-b 1024'   # the issue's images
 
 Prints a line per case and filesystem and a table; exit 1 if a model run
 lacks a state or a kernel's state is judged anything but predicted.
@@ -106,8 +107,10 @@ def matching(pattern, report):
     return [(s, p) for s, p in states(report) if re.search(pattern, s)]
 
 
-def one_case(slowfs, name, filesystems, tries, scratch):
+def one_case(slowfs, name, filesystems, tries, scratch, mkfs_options=None):
     setup, workload, pattern, model_args, fs_args = CASES[name]
+    if mkfs_options:
+        fs_args = ["--mkfs-options", mkfs_options]
     work = os.path.join(scratch, name)
     os.makedirs(work)
     paths = {}
@@ -160,6 +163,8 @@ def main():
     parser.add_argument("--fs", default="ext4,xfs", help="comma-separated (default: ext4,xfs)")
     parser.add_argument("--tries", type=int, default=3, help="kernel timelines per case and filesystem")
     parser.add_argument("--out", help="append the rows here (JSON lines)")
+    parser.add_argument("--mkfs-options", help="for every case's --fs runs (e.g. '-b 1024' for ext4 "
+                        "with 1 KiB blocks, the images the issue was found on)")
     args = parser.parse_args()
     slowfs = ace.slowfs_binary()
     filesystems = args.fs.split(",")
@@ -167,7 +172,7 @@ def main():
     table = []
     with tempfile.TemporaryDirectory(prefix="slowfs-issue43-") as scratch:
         for name in args.case or list(CASES):
-            rows = one_case(slowfs, name, filesystems, args.tries, scratch)
+            rows = one_case(slowfs, name, filesystems, args.tries, scratch, args.mkfs_options)
             for row in rows:
                 if row["fs"] == "model":
                     ok = bool(row.get("has_state"))

@@ -132,10 +132,12 @@ mod tests {
     fn auto_da_alloc_is_sure_only_for_new_data_lost_whole() {
         // The renamed file at its size, zeros for data: only auto_da_alloc
         // rules it out on ext4, and unwritten extents let it through.
+        // (btrfs: unknown too, a size over unwritten data needs another
+        // write to carry it, an approximate rule; see models.)
         let (log, size_only) = replace(Keep::SizeOnly);
         let state = labels(&log, 3, &size_only);
         assert_eq!(state.can, [FsModel::Strict, FsModel::Xfs]);
-        assert_eq!(state.unknown, [FsModel::Ext4Ordered]);
+        assert_eq!(state.unknown, [FsModel::Ext4Ordered, FsModel::Btrfs]);
         // Negative control: the data lost whole (an empty config) stays
         // never on ext4: its allocation and size commit with the rename.
         let (log, mut lost) = replace(Keep::Whole);

@@ -32,7 +32,9 @@ impl Pending {
             LogOp::Write { .. }
             | LogOp::SetLen { .. }
             | LogOp::TruncateZeroing { .. }
-            | LogOp::WriteInPlace { .. } => self.ops.push((i, Vec::new())),
+            | LogOp::WriteInPlace { .. }
+            | LogOp::GrowStale { .. }
+            | LogOp::GrowZeroing { .. } => self.ops.push((i, Vec::new())),
             LogOp::Create { .. }
             | LogOp::Link { .. }
             | LogOp::Remove { .. }

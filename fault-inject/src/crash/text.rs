@@ -72,6 +72,16 @@ pub fn describe(op: &LogOp, names: &HashMap<NodeId, String>) -> String {
             name(node),
             offset + data.len() as u64
         ),
+        LogOp::GrowStale { node, offset, data } => format!(
+            "grow {} over [{offset}..{}), the old bytes a truncate left on the disk",
+            name(node),
+            offset + data.len() as u64
+        ),
+        LogOp::GrowZeroing { node, offset, len } => format!(
+            "grow {}'s zeroing of [{offset}..{})",
+            name(node),
+            offset + len
+        ),
         LogOp::Create {
             dir, name: n, kind, ..
         } => format!("create {} ({kind:?})", entry(dir, n)),
@@ -123,6 +133,8 @@ pub fn paths_of(op: &LogOp, names: &HashMap<NodeId, String>) -> Vec<String> {
         | LogOp::SetLen { node, .. }
         | LogOp::TruncateZeroing { node, .. }
         | LogOp::WriteInPlace { node, .. }
+        | LogOp::GrowStale { node, .. }
+        | LogOp::GrowZeroing { node, .. }
         | LogOp::Fsync { node, .. } => vec![name(node)],
         LogOp::Create { dir, name: n, .. }
         | LogOp::Link { dir, name: n, .. }

@@ -90,44 +90,90 @@ impl Log {
     /// a size inside a block also zeroes the rest of that block in place
     /// ([`LogOp::TruncateZeroing`], after the truncate), and a write that
     /// grows a file overwrites in place what lies below the old size
-    /// ([`LogOp::WriteInPlace`], after the write); the rest as they are.
+    /// ([`LogOp::WriteInPlace`], after the write), and a grow past such a
+    /// truncate may show the block's old bytes until its own zeroing
+    /// reaches the disk ([`LogOp::GrowStale`], [`LogOp::GrowZeroing`], after
+    /// the grow); the rest as they are.
     pub fn from_recorded(initial: Tree, ops: impl IntoIterator<Item = LogOp>, block: u64) -> Log {
         let mut log = Log::new(initial);
         // Each file's size so far, as `size_of` would find it.
         let mut sizes: HashMap<NodeId, u64> = HashMap::new();
+        // A truncate into a block: where it left the size, and the old bytes
+        // from there to the block's end (until the file grows or is written there).
+        let mut tails: HashMap<NodeId, (u64, Vec<u8>)> = HashMap::new();
         for op in ops {
             let size = |node: &NodeId, sizes: &mut HashMap<NodeId, u64>| {
                 *sizes.entry(*node).or_insert_with(|| log.size_of(*node, 0))
             };
-            let in_place = match &op {
+            let mut after = Vec::new();
+            match &op {
                 LogOp::Write { node, offset, data } => {
                     let end = offset + data.len() as u64;
                     let old = size(node, &mut sizes);
                     sizes.insert(*node, old.max(end));
-                    (*offset < old && end > old).then(|| LogOp::WriteInPlace {
-                        node: *node,
-                        offset: *offset,
-                        data: data[..(old - offset) as usize].to_vec(),
-                    })
+                    if *offset < old && end > old {
+                        after.push(LogOp::WriteInPlace {
+                            node: *node,
+                            offset: *offset,
+                            data: data[..(old - offset) as usize].to_vec(),
+                        });
+                    }
+                    if let Some((at, stale)) = tails.remove(node) {
+                        // Only a write that starts past the tail leaves it
+                        // to show in the gap below it.
+                        if old == at && *offset > at {
+                            after.extend(grow_over(*node, at, &stale, *offset));
+                        }
+                    }
                 }
                 &LogOp::SetLen { node, len } => {
                     let old = size(&node, &mut sizes);
                     sizes.insert(node, len);
                     let end = (len.div_ceil(block) * block).min(old);
-                    (end > len).then_some(LogOp::TruncateZeroing {
-                        node,
-                        offset: len,
-                        len: end - len,
-                    })
+                    match tails.remove(&node) {
+                        Some((at, stale)) if old == at && len > at => {
+                            after.extend(grow_over(node, at, &stale, len));
+                        }
+                        _ => {}
+                    }
+                    if end > len {
+                        after.push(LogOp::TruncateZeroing {
+                            node,
+                            offset: len,
+                            len: end - len,
+                        });
+                        let content = log.file_content(node);
+                        let stale = content
+                            .get(len as usize..end as usize)
+                            .map(<[u8]>::to_vec)
+                            .unwrap_or_default();
+                        if stale.iter().any(|b| *b != 0) {
+                            tails.insert(node, (len, stale));
+                        }
+                    }
                 }
-                _ => None,
+                _ => {}
             };
             log.push(op);
-            if let Some(in_place) = in_place {
-                log.push(in_place);
-            }
+            log.ops.extend(after);
         }
         log
+    }
+
+    /// File `node`'s content after the operations so far.
+    fn file_content(&self, node: NodeId) -> Vec<u8> {
+        let mut file = Tree::empty(self.initial.root);
+        if let Some(initial) = self.initial.nodes.get(&node) {
+            file.nodes.insert(node, initial.clone());
+        }
+        for op in self.ops.iter().filter(|op| op.data_node() == Some(node)) {
+            file.apply(op);
+        }
+        file.nodes
+            .get(&node)
+            .and_then(Node::data)
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default()
     }
 
     /// The size of file `node` after the first `k` operations.
@@ -341,6 +387,24 @@ impl Log {
             .map(|b| b - offset)
             .collect()
     }
+}
+
+/// A grow of `node` from `at` (where a truncate left `stale` on the disk) to
+/// `to`: the old bytes it may show, then the zeros that cover them.
+fn grow_over(node: NodeId, at: u64, stale: &[u8], to: u64) -> [LogOp; 2] {
+    let shown = &stale[..((to - at) as usize).min(stale.len())];
+    [
+        LogOp::GrowStale {
+            node,
+            offset: at,
+            data: shown.to_vec(),
+        },
+        LogOp::GrowZeroing {
+            node,
+            offset: at,
+            len: shown.len() as u64,
+        },
+    ]
 }
 
 /// Which pending operations a crash state keeps, and how much of each.

@@ -85,6 +85,34 @@ pub enum LogOp {
         /// Its bytes up to the old size.
         data: Vec<u8>,
     },
+    /// The old bytes a grow brings back: a truncate into a block left them
+    /// on the disk past the size, in the rest of that block, and the grow
+    /// ([`LogOp::GrowZeroing`], after this) zeroes them in a data write of
+    /// its own that may reach the disk after the new size (btrfs
+    /// `btrfs_cont_expand` -> `btrfs_truncate_block`, a delayed-allocation
+    /// write; its shrink wrote no zeros to the disk). Recorded by
+    /// [`Log::from_recorded`](super::Log::from_recorded) after a grow past
+    /// such a truncate; bytes past the file's size when applied are untouched.
+    GrowStale {
+        /// The file.
+        node: NodeId,
+        /// The size the truncate left.
+        offset: u64,
+        /// The block's old bytes from there (up to the block's end or the
+        /// grown size).
+        data: Vec<u8>,
+    },
+    /// The zeros a grow writes over [`LogOp::GrowStale`]'s bytes, after it:
+    /// kept, the grown file reads zeros there; lost with the grow kept, the
+    /// old bytes.
+    GrowZeroing {
+        /// The file.
+        node: NodeId,
+        /// Where the zeros begin.
+        offset: u64,
+        /// How many.
+        len: u64,
+    },
     /// A new node under a name.
     Create {
         /// Parent directory.
@@ -154,6 +182,8 @@ impl LogOp {
             | LogOp::SetLen { node, .. }
             | LogOp::TruncateZeroing { node, .. }
             | LogOp::WriteInPlace { node, .. }
+            | LogOp::GrowStale { node, .. }
+            | LogOp::GrowZeroing { node, .. }
             | LogOp::Fsync { node, .. } => vec![node],
             LogOp::Create { dir, node, .. } | LogOp::Link { dir, node, .. } => vec![dir, node],
             LogOp::Remove { dir, .. } | LogOp::FsyncDir { dir } => vec![dir],
@@ -191,7 +221,9 @@ impl LogOp {
             LogOp::Write { node, .. }
             | LogOp::SetLen { node, .. }
             | LogOp::TruncateZeroing { node, .. }
-            | LogOp::WriteInPlace { node, .. } => Some(*node),
+            | LogOp::WriteInPlace { node, .. }
+            | LogOp::GrowStale { node, .. }
+            | LogOp::GrowZeroing { node, .. } => Some(*node),
             _ => None,
         }
     }
@@ -216,6 +248,12 @@ impl fmt::Display for LogOp {
             }
             LogOp::WriteInPlace { node, offset, data } => {
                 write!(f, "write_in_place(#{node}, {offset}, {} bytes)", data.len())
+            }
+            LogOp::GrowStale { node, offset, data } => {
+                write!(f, "grow_stale(#{node}, {offset}, {} bytes)", data.len())
+            }
+            LogOp::GrowZeroing { node, offset, len } => {
+                write!(f, "grow_zeroing(#{node}, {offset}, {len} bytes)")
             }
             LogOp::Create {
                 dir,

@@ -96,7 +96,9 @@ impl Tree {
             LogOp::Write { node, .. }
             | LogOp::SetLen { node, .. }
             | LogOp::TruncateZeroing { node, .. }
-            | LogOp::WriteInPlace { node, .. } => {
+            | LogOp::WriteInPlace { node, .. }
+            | LogOp::GrowStale { node, .. }
+            | LogOp::GrowZeroing { node, .. } => {
                 self.file_mut(*node);
             }
             op => self.apply(op),
@@ -116,14 +118,16 @@ impl Tree {
                 file[*offset as usize..end].copy_from_slice(data);
             }
             LogOp::SetLen { node, len } => self.file_mut(*node).resize(*len as usize, 0),
-            LogOp::TruncateZeroing { node, offset, len } => {
+            LogOp::TruncateZeroing { node, offset, len }
+            | LogOp::GrowZeroing { node, offset, len } => {
                 let file = self.file_mut(*node);
                 let end = ((offset + len) as usize).min(file.len());
                 if let Some(zeroed) = file.get_mut(*offset as usize..end) {
                     zeroed.fill(0);
                 }
             }
-            LogOp::WriteInPlace { node, offset, data } => {
+            LogOp::WriteInPlace { node, offset, data }
+            | LogOp::GrowStale { node, offset, data } => {
                 let file = self.file_mut(*node);
                 let start = (*offset as usize).min(file.len());
                 let end = (*offset as usize + data.len()).min(file.len());

@@ -30,14 +30,22 @@
 //!   whole after a rename or unlink, renames of new ancestors, a directory
 //!   fsync's new subdirectories (`crash::log_tree`); the kernel logs them
 //!   only while the change is in the running transaction.
+//! * **btrfs's size over unwritten data** (btrfs): only where another write
+//!   to the file completed after it grew (NO_HOLES: an ordered extent's
+//!   completion writes the whole in-memory size,
+//!   `btrfs_inode_safe_disk_i_size_write`); other updates of the inode item
+//!   may carry it too.
+//! * **a grow's zeroing before its size** (xfs): XFS writes the zeroed range
+//!   before it logs a grow (`xfs_setattr_size`); ext4 data=writeback, which
+//!   the xfs model also stands for, orders no data.
 //!
 //! Sure, by the code they follow: metadata in journal order and whole, data
 //! that needed new blocks after the metadata before its first write (delayed
 //! allocation only moves the allocation later), fdatasync's size test (a
 //! write into a hole allocates and makes the kernel commit more, never
-//! less), btrfs's transactions, its sizes over written data only, and its
-//! truncate's zeroing never before the size (copy-on-write; `nodatacow`
-//! files are not modelled at all).
+//! less), btrfs's transactions, its truncate's zeroing never before the size
+//! (copy-on-write; `nodatacow` files are not modelled at all), and ext4
+//! data=ordered's zeroed block before the truncate commits.
 
 use serde::{Deserialize, Serialize};
 

@@ -459,6 +459,11 @@ def main():
     def one(n, steps, scratch):
         if STOPPING.is_set():
             return n, steps, []
+        if all(op == "setxattr-A" for op, _ in steps):
+            # The crash states hold no xattrs (not modelled): nothing of
+            # this workload can be judged, and an "agree" would be on nothing.
+            return n, steps, [{"fs": fs, "refused": "xattrs are not in the crash states (not modelled)"}
+                              for fs in filesystems if (name_of(steps), fs) not in done]
         return n, steps, explore_one(slowfs, steps, [fs for fs in filesystems if (name_of(steps), fs) not in done],
                                      scratch, args.whole_writes, args.model_cache)
 

@@ -399,7 +399,10 @@ impl ModelFacts {
                     (true, None)
                 }
                 // Bytes in place, in a block the file already has.
-                LogOp::TruncateZeroing { .. } | LogOp::WriteInPlace { .. } => (false, None),
+                LogOp::TruncateZeroing { .. }
+                | LogOp::WriteInPlace { .. }
+                | LogOp::GrowStale { .. }
+                | LogOp::GrowZeroing { .. } => (false, None),
                 LogOp::Fsync { .. } | LogOp::FsyncDir { .. } | LogOp::Sync => (false, None),
                 _ => (true, None),
             };
@@ -572,6 +575,9 @@ impl ModelFacts {
                     && matches!(log.ops()[j], LogOp::Write { .. })
                     && log.ops()[j].data_node() == node
                     && (j > w || pending.contains(&j))
+                    // Its data reached the disk: durable, or kept.
+                    && (!pending.contains(&j)
+                        || kept.get(&j).is_some_and(|k| *k != Keep::SizeOnly))
             })
         };
         if rules == Rules::All
@@ -662,9 +668,6 @@ impl ModelFacts {
     }
 }
 
-/// Every crash point of `log` and every subset of its pending operations
-/// kept whole: `(point, pending, kept ops)`, for tests that check a property
-/// over all of them.
 /// ext4 (data=ordered) writes a truncate's zeroed block before the
 /// truncate's transaction commits (`ext4_block_truncate_page`, ordered
 /// data), XFS the zeroed range before it logs a grow (`xfs_setattr_size`:
@@ -672,14 +675,18 @@ impl ModelFacts {
 /// the block's old bytes ([`LogOp::GrowStale`] kept, its zeroing after it
 /// lost). btrfs can: it zeroes at the grow, in a delayed write.
 fn zeroed_before_grown(log: &Log, pending: &[usize], kept: &Kept) -> bool {
+    // A pending GrowStale's zeroing is pending too, or (a crash point
+    // between the two) not done yet: either way it must be kept.
     !pending.iter().any(|&i| {
         matches!(log.ops()[i], LogOp::GrowStale { .. })
             && kept.contains_key(&i)
-            && pending.contains(&(i + 1))
             && !kept.contains_key(&(i + 1))
     })
 }
 
+/// Every crash point of `log` and every subset of its pending operations
+/// kept whole: `(point, pending, kept ops)`, for tests that check a property
+/// over all of them.
 #[cfg(test)]
 pub(crate) fn every_kept_subset(log: &Log, mut check: impl FnMut(usize, &[usize], &[usize])) {
     for point in 0..=log.ops().len() {
@@ -1265,6 +1272,12 @@ mod tests {
             facts.label(FsModel::Btrfs, &log, 2, &pending, &state),
             Label::Can
         );
+        // The direct write lost too: nothing carried the size (unknown).
+        let state = Kept::from([(0, Keep::SizeOnly)]);
+        assert_eq!(
+            facts.label(FsModel::Btrfs, &log, 2, &pending, &state),
+            Label::Unknown
+        );
         // Negative control: the append alone.
         let log = Log::from_recorded(file_a_of(&[b'g'; 8192]), [log.ops()[0].clone()], 4096);
         let facts = ModelFacts::new(&log);
@@ -1323,6 +1336,17 @@ mod tests {
                 .and_then(Node::data),
             Some(&zeros[..])
         );
+        // A later operation kept beside it (a create elsewhere, in a later
+        // transaction): the grow's zeroing is data, not a metadata operation
+        // a later transaction would have to carry.
+        let mut later = log.clone();
+        later.push(create(1, "C", 9, NodeKind::File));
+        let pending = later.pending(6);
+        let stale_and_create = kept(&[0, 1, 2, 3, 5]);
+        assert_eq!(
+            facts_label(&later, 6, &pending, &stale_and_create),
+            Label::Can
+        );
         // Synced in between, the stale bytes are still on the disk on
         // btrfs (the truncate wrote no zeros there), so the grow after it
         // may show them: the durable state holds them hidden no more, but
@@ -1350,6 +1374,10 @@ mod tests {
                 .and_then(Node::data),
             Some(&expected[..])
         );
+    }
+
+    fn facts_label(log: &Log, point: usize, pending: &[usize], kept: &Kept) -> Label {
+        ModelFacts::new(log).label(FsModel::Btrfs, log, point, pending, kept)
     }
 
     #[test]

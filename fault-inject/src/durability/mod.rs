@@ -118,10 +118,13 @@ impl Log {
                             data: data[..(old - offset) as usize].to_vec(),
                         });
                     }
+                    // A write wholly below the tail leaves it on the disk;
+                    // one that starts past it grows over it (the gap below
+                    // the write shows it); one into it replaces it.
                     if let Some((at, stale)) = tails.remove(node) {
-                        // Only a write that starts past the tail leaves it
-                        // to show in the gap below it.
-                        if old == at && *offset > at {
+                        if end <= at {
+                            tails.insert(*node, (at, stale));
+                        } else if old == at && *offset > at {
                             after.extend(grow_over(*node, at, &stale, *offset));
                         }
                     }
@@ -133,6 +136,10 @@ impl Log {
                     match tails.remove(&node) {
                         Some((at, stale)) if old == at && len > at => {
                             after.extend(grow_over(node, at, &stale, len));
+                        }
+                        // The same size again: nothing moves.
+                        Some(tail) if len == old => {
+                            tails.insert(node, tail);
                         }
                         _ => {}
                     }

@@ -90,7 +90,8 @@ pub enum LogOp {
     /// ([`LogOp::GrowZeroing`], after this) zeroes them in a data write of
     /// its own that may reach the disk after the new size (btrfs
     /// `btrfs_cont_expand` -> `btrfs_truncate_block`, a delayed-allocation
-    /// write; its shrink wrote no zeros to the disk). Recorded by
+    /// write; the shrink's own zeroing, [`LogOp::TruncateZeroing`], may not
+    /// have reached the disk either). Recorded by
     /// [`Log::from_recorded`](super::Log::from_recorded) after a grow past
     /// such a truncate; bytes past the file's size when applied are untouched.
     GrowStale {

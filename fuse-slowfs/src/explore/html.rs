@@ -117,7 +117,12 @@ fn timeline(
         let Some(op) = ops.get(k) else { break };
         let kind = match op {
             LogOp::Fsync { .. } | LogOp::FsyncDir { .. } | LogOp::Sync => "sync",
-            LogOp::Write { .. } | LogOp::SetLen { .. } => "data",
+            LogOp::Write { .. }
+            | LogOp::SetLen { .. }
+            | LogOp::TruncateZeroing { .. }
+            | LogOp::WriteInPlace { .. }
+            | LogOp::GrowStale { .. }
+            | LogOp::GrowZeroing { .. } => "data",
             _ => "meta",
         };
         let _ = writeln!(

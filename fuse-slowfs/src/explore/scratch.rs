@@ -84,7 +84,12 @@ pub fn sweep(root: &Path) -> Swept {
     let Ok(entries) = std::fs::read_dir(&root) else {
         return swept;
     };
-    let busy = Busy::now();
+    // The mount table once (its escapes decoded); loop devices are looked
+    // up only for the dead runs' directories.
+    let mount_points: Vec<PathBuf> = crate::mount::table::mounts()
+        .into_iter()
+        .map(|m| m.mountpoint)
+        .collect();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
@@ -96,7 +101,7 @@ pub fn sweep(root: &Path) -> Swept {
         let dir = entry.path();
         // Before anything inside is opened: a lookup in a live mount (`slowfs
         // run`'s, with faults) could hang or change what it injects.
-        if busy.mounts_at_or_under(&dir) {
+        if mount_points.iter().any(|p| p.starts_with(&dir)) {
             continue;
         }
         // Opened read-only: the sweep must not create a lock where none was.
@@ -106,7 +111,7 @@ pub fn sweep(root: &Path) -> Swept {
         let Ok(_dead_owners) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else {
             continue; // its run is alive
         };
-        if busy.loop_file_under(&dir) {
+        if !crate::mount::holders::loop_devices_in(&dir).is_empty() {
             swept.in_use.push(dir);
             continue;
         }
@@ -140,95 +145,20 @@ fn remove_lock_last(dir: &Path) -> io::Result<()> {
     std::fs::remove_dir(dir)
 }
 
-/// Mount points and loop devices' backing files, read once per sweep.
-struct Busy {
-    mounts: Vec<PathBuf>,
-    loop_files: Vec<PathBuf>,
-}
-
-impl Busy {
-    fn now() -> Busy {
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
-            .map(|text| {
-                text.lines()
-                    .filter_map(|line| line.split(' ').nth(4))
-                    .map(|point| PathBuf::from(unescape_octal(point)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let loop_files = std::fs::read_dir("/sys/block")
-            .map(|devices| {
-                devices
-                    .flatten()
-                    .filter_map(|d| {
-                        std::fs::read_to_string(d.path().join("loop/backing_file")).ok()
-                    })
-                    .map(|file| PathBuf::from(file.trim_end()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Busy { mounts, loop_files }
-    }
-
-    fn mounts_at_or_under(&self, dir: &Path) -> bool {
-        self.mounts.iter().any(|p| p.starts_with(dir))
-    }
-
-    fn loop_file_under(&self, dir: &Path) -> bool {
-        self.loop_files.iter().any(|p| p.starts_with(dir))
-    }
-}
-
-/// mountinfo's escapes: space, tab, newline and backslash as `\NNN` (octal).
-fn unescape_octal(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let code = bytes.get(i + 1..i + 4).and_then(|d| {
-            std::str::from_utf8(d)
-                .ok()
-                .and_then(|d| u8::from_str_radix(d, 8).ok())
-        });
-        match code {
-            Some(byte) if bytes[i] == b'\\' => {
-                out.push(byte);
-                i += 4;
-            }
-            _ => {
-                out.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
+/// The bytes `dir` takes on the disk (its files' blocks; links not followed).
 fn disk_usage(dir: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
-    walk(dir)
-        .iter()
-        .filter_map(|p| std::fs::symlink_metadata(p).ok())
-        .map(|m| m.blocks() * 512)
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => meta.blocks() * 512 + disk_usage(&entry.path()),
+            Ok(meta) => meta.blocks() * 512,
+            Err(_) => 0,
+        })
         .sum()
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(next) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&next) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(path.clone());
-            }
-            out.push(path);
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -318,12 +248,6 @@ mod tests {
         std::os::unix::fs::symlink(real.path(), &root).unwrap();
         assert_eq!(sweep(&root).removed, 1);
         assert!(!dead.exists());
-    }
-
-    #[test]
-    fn mountinfo_escapes_are_decoded() {
-        assert_eq!(unescape_octal(r"/tmp/a\040b\011c\134d"), "/tmp/a b\tc\\d");
-        assert_eq!(unescape_octal(r"/tmp/plain\0"), r"/tmp/plain\0");
     }
 
     #[test]

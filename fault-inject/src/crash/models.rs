@@ -771,20 +771,13 @@ mod tests {
         let zeroing_alone = kept(&[1]);
         let mut expected = vec![b'g'; 8192];
         expected[2048..4096].fill(0);
-        let state = log.state_with(2, &zeroing_alone);
-        assert_eq!(state.lookup("A").and_then(Node::data), Some(&expected[..]));
-        let facts = ModelFacts::new(&log);
-        let pending = log.pending(2);
+        assert_eq!(a_in(&log, 2, &zeroing_alone), expected);
         assert_eq!(
-            facts.models_allowing(&log, 2, &pending, &zeroing_alone),
+            allowing(&log, 2, &zeroing_alone),
             [FsModel::Strict, FsModel::Xfs, FsModel::Ext4Ordered]
         );
         // Both kept, the zeros lie past the size: the truncate alone.
-        let both = log.state_with(2, &kept(&[0, 1]));
-        assert_eq!(
-            both.lookup("A").and_then(Node::data),
-            Some(&[b'g'; 2048][..])
-        );
+        assert_eq!(a_in(&log, 2, &kept(&[0, 1])), [b'g'; 2048]);
         // A block-aligned truncate, or a growing one, zeroes nothing.
         for len in [4096, 16384] {
             let log = Log::from_recorded(Tree::empty(1), [LogOp::SetLen { node: 2, len }], 4096);
@@ -815,23 +808,13 @@ mod tests {
             }
         );
         let in_place_alone = kept(&[1]);
-        let state = log.state_with(2, &in_place_alone);
+        assert_eq!(a_in(&log, 2, &in_place_alone), [b'j'; 2048]);
         assert_eq!(
-            state.lookup("A").and_then(Node::data),
-            Some(&[b'j'; 2048][..])
-        );
-        let facts = ModelFacts::new(&log);
-        let pending = log.pending(2);
-        assert_eq!(
-            facts.models_allowing(&log, 2, &pending, &in_place_alone),
+            allowing(&log, 2, &in_place_alone),
             [FsModel::Strict, FsModel::Xfs, FsModel::Ext4Ordered]
         );
         // Both kept: the write.
-        let both = log.state_with(2, &kept(&[0, 1]));
-        assert_eq!(
-            both.lookup("A").and_then(Node::data),
-            Some(&[b'j'; 4096][..])
-        );
+        assert_eq!(a_in(&log, 2, &kept(&[0, 1])), [b'j'; 4096]);
         // A write inside the size, or past it, or an append: nothing in place
         // beyond what the write itself is.
         for (offset, len) in [(0, 1024), (4096, 10), (2048, 100)] {
@@ -1258,33 +1241,22 @@ mod tests {
             data: vec![b'j'; 4096],
         };
         let log = Log::from_recorded(file_a_of(&[b'g'; 8192]), [append, direct], 4096);
-        let facts = ModelFacts::new(&log);
-        let pending = log.pending(2);
         let state = Kept::from([(0, Keep::SizeOnly), (1, Keep::Whole)]);
         let mut expected = vec![b'j'; 4096];
         expected.extend([b'g'; 4096]);
         expected.extend([0; 4096]);
-        assert_eq!(
-            log.state_with(2, &state).lookup("A").and_then(Node::data),
-            Some(&expected[..])
-        );
-        assert_eq!(
-            facts.label(FsModel::Btrfs, &log, 2, &pending, &state),
-            Label::Can
-        );
+        assert_eq!(a_in(&log, 2, &state), expected);
+        assert_eq!(label_of(FsModel::Btrfs, &log, 2, &state), Label::Can);
         // The direct write lost too: nothing carried the size (unknown).
-        let state = Kept::from([(0, Keep::SizeOnly)]);
+        let size_only = Kept::from([(0, Keep::SizeOnly)]);
         assert_eq!(
-            facts.label(FsModel::Btrfs, &log, 2, &pending, &state),
+            label_of(FsModel::Btrfs, &log, 2, &size_only),
             Label::Unknown
         );
         // Negative control: the append alone.
         let log = Log::from_recorded(file_a_of(&[b'g'; 8192]), [log.ops()[0].clone()], 4096);
-        let facts = ModelFacts::new(&log);
-        let pending = log.pending(1);
-        let state = Kept::from([(0, Keep::SizeOnly)]);
         assert_eq!(
-            facts.label(FsModel::Btrfs, &log, 1, &pending, &state),
+            label_of(FsModel::Btrfs, &log, 1, &size_only),
             Label::Unknown
         );
     }
@@ -1318,33 +1290,22 @@ mod tests {
         let stale = kept(&[0, 1, 2, 3]);
         let mut expected = vec![b'g'; 4096];
         expected.resize(16384, 0);
-        assert_eq!(
-            log.state_with(5, &stale).lookup("A").and_then(Node::data),
-            Some(&expected[..])
-        );
-        let facts = ModelFacts::new(&log);
-        let pending = log.pending(5);
-        let labels = facts.labels(&log, 5, &pending, &stale);
+        assert_eq!(a_in(&log, 5, &stale), expected);
+        let labels = ModelFacts::new(&log).labels(&log, 5, &log.pending(5), &stale);
         assert_eq!(labels.can, [FsModel::Strict, FsModel::Btrfs]);
         assert_eq!(labels.unknown, [FsModel::Xfs], "ext4 data=writeback can");
         // Every op kept: zeros (the workload's own view).
         let mut zeros = vec![b'g'; 2048];
         zeros.resize(16384, 0);
-        assert_eq!(
-            log.state_with(5, &kept(&[0, 1, 2, 3, 4]))
-                .lookup("A")
-                .and_then(Node::data),
-            Some(&zeros[..])
-        );
+        assert_eq!(a_in(&log, 5, &kept(&[0, 1, 2, 3, 4])), zeros);
         // A later operation kept beside it (a create elsewhere, in a later
         // transaction): the grow's zeroing is data, not a metadata operation
         // a later transaction would have to carry.
         let mut later = log.clone();
         later.push(create(1, "C", 9, NodeKind::File));
-        let pending = later.pending(6);
         let stale_and_create = kept(&[0, 1, 2, 3, 5]);
         assert_eq!(
-            facts_label(&later, 6, &pending, &stale_and_create),
+            label_of(FsModel::Btrfs, &later, 6, &stale_and_create),
             Label::Can
         );
         // Synced in between, the stale bytes are still on the disk on
@@ -1367,17 +1328,27 @@ mod tests {
             4096,
         );
         let grow = log.ops().len();
-        let state = kept(&[grow - 3, grow - 2]);
-        assert_eq!(
-            log.state_with(grow, &state)
-                .lookup("A")
-                .and_then(Node::data),
-            Some(&expected[..])
-        );
+        assert_eq!(a_in(&log, grow, &kept(&[grow - 3, grow - 2])), expected);
     }
 
-    fn facts_label(log: &Log, point: usize, pending: &[usize], kept: &Kept) -> Label {
-        ModelFacts::new(log).label(FsModel::Btrfs, log, point, pending, kept)
+    /// A's content in the state at `point` that keeps `kept`.
+    fn a_in(log: &Log, point: usize, kept: &Kept) -> Vec<u8> {
+        let state = log.state_with(point, kept);
+        state
+            .lookup("A")
+            .and_then(Node::data)
+            .expect("A is a file")
+            .to_vec()
+    }
+
+    /// `model`'s label of that state (its point's own pending operations).
+    fn label_of(model: FsModel, log: &Log, point: usize, kept: &Kept) -> Label {
+        ModelFacts::new(log).label(model, log, point, &log.pending(point), kept)
+    }
+
+    /// The models that can leave that state.
+    fn allowing(log: &Log, point: usize, kept: &Kept) -> Vec<FsModel> {
+        ModelFacts::new(log).models_allowing(log, point, &log.pending(point), kept)
     }
 
     #[test]

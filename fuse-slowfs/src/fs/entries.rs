@@ -276,6 +276,7 @@ pub(super) fn rename(
         None => Carry::Nothing,
     };
     let (name, newname) = (name.to_os_string(), newname.to_os_string());
+    let unique = req.unique().0;
     inner.serve(
         Ask::new(req, Op::Rename, &path).carrying(carry),
         &[],
@@ -293,7 +294,7 @@ pub(super) fn rename(
                     && inner.inodes.at(parent.0, &name) == inner.inodes.at(newparent.0, &newname);
                 if !exchange && !same_file && !flags.contains(RenameFlags::RENAME_NOREPLACE) {
                     // An open file renamed over stays reachable under a silly name.
-                    inner.silly_rename(newparent.0, &to, &newname)?;
+                    inner.silly_rename(unique, newparent.0, &to, &newname)?;
                 }
                 // A file renamed over loses the name it is reopened by: keep its fd.
                 let displaced = (!exchange)
@@ -389,6 +390,7 @@ impl SlowFs {
         let inner = &self.inner;
         let path = inner.child_path_for(op, parent.0, name);
         let name = name.to_os_string();
+        let unique = req.unique().0;
         inner.serve(
             Ask::new(req, op, &path),
             &[],
@@ -396,7 +398,7 @@ impl SlowFs {
             move |inner, done, _, _| {
                 let result = inner.inodes.get(parent).and_then(|dir| {
                     let cname = sys::component(&name)?;
-                    if op == Op::Unlink && inner.silly_rename(parent.0, &dir, &name)? {
+                    if op == Op::Unlink && inner.silly_rename(unique, parent.0, &dir, &name)? {
                         return Ok(());
                     }
                     // The inode loses the name it is reopened by: keep its fd.

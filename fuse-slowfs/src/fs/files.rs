@@ -496,14 +496,14 @@ impl SlowFs {
         unlock: Option<UnlockOnDrop>,
         reply: ReplyEmpty,
     ) {
+        if op == Op::Release {
+            self.inner.file_closed(ino.0);
+        }
         self.inner
             .serve_on(req, op, ino, reply, move |inner, done, _, _| {
                 drop(unlock);
                 inner.handles.remove(fh);
                 inner.released(fh.0);
-                if op == Op::Release {
-                    inner.file_closed(ino.0);
-                }
                 done.record(inner, RequestOutcome::default()).ok();
             });
     }

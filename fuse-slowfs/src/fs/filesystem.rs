@@ -10,9 +10,10 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use fuser::{
-    AccessFlags, BsdFileFlags, CopyFileRangeFlags, FileHandle, Filesystem, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek, ReplyOpen, ReplyStatfs,
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, Generation,
+    INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags,
+    PollNotifier, RenameFlags, ReplyAttr, ReplyBmap, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen, ReplyPoll, ReplyStatfs,
     ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
@@ -91,11 +92,13 @@ impl Filesystem for SlowFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        contain("lookup", || entries::lookup(self, req, parent, name, reply));
+        self.handle(req, "lookup", || {
+            entries::lookup(self, req, parent, name, reply)
+        });
     }
 
-    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        contain("forget", || {
+    fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
+        self.handle(req, "forget", || {
             if self.inner.inodes.forget(ino.0, nlookup) {
                 // What this NFS client had seen of the file goes with it.
                 if let Some(nfs) = self.inner.nfs() {
@@ -106,7 +109,9 @@ impl Filesystem for SlowFs {
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        contain("getattr", || attributes::getattr(self, req, ino, fh, reply));
+        self.handle(req, "getattr", || {
+            attributes::getattr(self, req, ino, fh, reply)
+        });
     }
 
     fn setattr(
@@ -127,7 +132,7 @@ impl Filesystem for SlowFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        contain("setattr", || {
+        self.handle(req, "setattr", || {
             let change = attributes::AttrChange {
                 mode,
                 uid,
@@ -141,7 +146,7 @@ impl Filesystem for SlowFs {
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
-        contain("readlink", || entries::readlink(self, req, ino, reply));
+        self.handle(req, "readlink", || entries::readlink(self, req, ino, reply));
     }
 
     fn mknod(
@@ -154,7 +159,7 @@ impl Filesystem for SlowFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        contain("mknod", || {
+        self.handle(req, "mknod", || {
             entries::mknod(self, req, parent, name, mode, umask, rdev, reply)
         });
     }
@@ -168,17 +173,21 @@ impl Filesystem for SlowFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        contain("mkdir", || {
+        self.handle(req, "mkdir", || {
             entries::mkdir(self, req, parent, name, mode, umask, reply)
         });
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        contain("unlink", || entries::unlink(self, req, parent, name, reply));
+        self.handle(req, "unlink", || {
+            entries::unlink(self, req, parent, name, reply)
+        });
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        contain("rmdir", || entries::rmdir(self, req, parent, name, reply));
+        self.handle(req, "rmdir", || {
+            entries::rmdir(self, req, parent, name, reply)
+        });
     }
 
     fn symlink(
@@ -189,7 +198,7 @@ impl Filesystem for SlowFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        contain("symlink", || {
+        self.handle(req, "symlink", || {
             entries::symlink(self, req, parent, link_name, target, reply)
         });
     }
@@ -204,7 +213,7 @@ impl Filesystem for SlowFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        contain("rename", || {
+        self.handle(req, "rename", || {
             entries::rename(self, req, parent, name, newparent, newname, flags, reply)
         });
     }
@@ -217,13 +226,13 @@ impl Filesystem for SlowFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        contain("link", || {
+        self.handle(req, "link", || {
             entries::link(self, req, ino, newparent, newname, reply)
         });
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        contain("open", || files::open(self, req, ino, flags, reply));
+        self.handle(req, "open", || files::open(self, req, ino, flags, reply));
     }
 
     fn read(
@@ -237,7 +246,7 @@ impl Filesystem for SlowFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        contain("read", || {
+        self.handle(req, "read", || {
             files::read(self, req, ino, fh, offset, size, reply)
         });
     }
@@ -254,7 +263,7 @@ impl Filesystem for SlowFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        contain("write", || {
+        self.handle(req, "write", || {
             files::write(self, req, ino, fh, offset, data, write_flags, reply)
         });
     }
@@ -267,7 +276,7 @@ impl Filesystem for SlowFs {
         lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        contain("flush", || {
+        self.handle(req, "flush", || {
             files::flush(self, req, ino, fh, lock_owner, reply)
         });
     }
@@ -284,7 +293,7 @@ impl Filesystem for SlowFs {
         _pid: u32,
         reply: ReplyLock,
     ) {
-        contain("getlk", || {
+        self.handle(req, "getlk", || {
             locks::getlk(self, req, ino, lock_owner, start, end, typ, reply)
         });
     }
@@ -302,7 +311,7 @@ impl Filesystem for SlowFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        contain("setlk", || {
+        self.handle(req, "setlk", || {
             locks::setlk(
                 self, req, ino, fh, lock_owner, start, end, typ, sleep, reply,
             )
@@ -319,7 +328,7 @@ impl Filesystem for SlowFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        contain("release", || {
+        self.handle(req, "release", || {
             files::release(self, req, ino, fh, lock_owner, reply)
         });
     }
@@ -332,13 +341,15 @@ impl Filesystem for SlowFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        contain("fsync", || {
+        self.handle(req, "fsync", || {
             files::fsync(self, req, ino, fh, datasync, reply)
         });
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        contain("opendir", || directories::opendir(self, req, ino, reply));
+        self.handle(req, "opendir", || {
+            directories::opendir(self, req, ino, reply)
+        });
     }
 
     fn readdirplus(
@@ -349,7 +360,7 @@ impl Filesystem for SlowFs {
         offset: u64,
         reply: fuser::ReplyDirectoryPlus,
     ) {
-        contain("readdirplus", || {
+        self.handle(req, "readdirplus", || {
             super::nfs::listings::readdirplus(self, req, ino, fh, offset, reply)
         });
     }
@@ -362,7 +373,7 @@ impl Filesystem for SlowFs {
         offset: u64,
         reply: ReplyDirectory,
     ) {
-        contain("readdir", || {
+        self.handle(req, "readdir", || {
             directories::readdir(self, req, ino, fh, offset, reply)
         });
     }
@@ -375,7 +386,7 @@ impl Filesystem for SlowFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        contain("releasedir", || {
+        self.handle(req, "releasedir", || {
             directories::releasedir(self, req, ino, fh, reply)
         });
     }
@@ -388,13 +399,13 @@ impl Filesystem for SlowFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        contain("fsyncdir", || {
+        self.handle(req, "fsyncdir", || {
             directories::fsyncdir(self, req, ino, fh, datasync, reply)
         });
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        contain("statfs", || attributes::statfs(self, req, ino, reply));
+        self.handle(req, "statfs", || attributes::statfs(self, req, ino, reply));
     }
 
     fn setxattr(
@@ -407,31 +418,33 @@ impl Filesystem for SlowFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        contain("setxattr", || {
+        self.handle(req, "setxattr", || {
             xattrs::setxattr(self, req, ino, name, value, flags, reply)
         });
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        contain("getxattr", || {
+        self.handle(req, "getxattr", || {
             xattrs::getxattr(self, req, ino, name, size, reply)
         });
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        contain("listxattr", || {
+        self.handle(req, "listxattr", || {
             xattrs::listxattr(self, req, ino, size, reply)
         });
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        contain("removexattr", || {
+        self.handle(req, "removexattr", || {
             xattrs::removexattr(self, req, ino, name, reply)
         });
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        contain("access", || attributes::access(self, req, ino, mask, reply));
+        self.handle(req, "access", || {
+            attributes::access(self, req, ino, mask, reply)
+        });
     }
 
     fn create(
@@ -444,7 +457,7 @@ impl Filesystem for SlowFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        contain("create", || {
+        self.handle(req, "create", || {
             files::create(self, req, parent, name, mode, umask, flags, reply)
         });
     }
@@ -459,7 +472,7 @@ impl Filesystem for SlowFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        contain("fallocate", || {
+        self.handle(req, "fallocate", || {
             files::fallocate(self, req, ino, fh, offset, length, mode, reply)
         });
     }
@@ -473,9 +486,42 @@ impl Filesystem for SlowFs {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        contain("lseek", || {
+        self.handle(req, "lseek", || {
             files::lseek(self, req, ino, fh, offset, whence, reply)
         });
+    }
+
+    // Not served, as fuser's defaults, but counted handled: an NFS client's
+    // silly-rename check waits for every earlier request.
+    fn bmap(&self, req: &Request, _ino: INodeNo, _size: u32, _idx: u64, reply: ReplyBmap) {
+        self.handle(req, "bmap", || reply.error(Errno::ENOSYS));
+    }
+
+    fn ioctl(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        self.handle(req, "ioctl", || reply.error(Errno::ENOSYS));
+    }
+
+    fn poll(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _ph: PollNotifier,
+        _events: PollEvents,
+        _flags: PollFlags,
+        reply: ReplyPoll,
+    ) {
+        self.handle(req, "poll", || reply.error(Errno::ENOSYS));
     }
 
     fn copy_file_range(
@@ -491,10 +537,21 @@ impl Filesystem for SlowFs {
         _flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        contain("copy_file_range", || {
+        self.handle(req, "copy_file_range", || {
             files::copy_file_range(
                 self, req, ino_in, fh_in, offset_in, ino_out, fh_out, offset_out, len, reply,
             )
         });
+    }
+}
+
+impl SlowFs {
+    /// Runs a request's handler, a panic in it contained; then, on an NFS
+    /// client, counts the request handled (see [`super::nfs::arrivals`]).
+    fn handle(&self, req: &Request, op: &str, handler: impl FnOnce()) {
+        contain(op, handler);
+        if let Some(nfs) = self.inner.nfs() {
+            nfs.arrivals.handled(req.unique().0);
+        }
     }
 }

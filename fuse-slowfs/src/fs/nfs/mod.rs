@@ -7,6 +7,8 @@
 //! state exists.
 //!
 //! The parts, one job each:
+//! - [`arrivals`]: the order the kernel sent requests in (a RELEASE before
+//!   the unlink after it);
 //! - [`acls`]: which xattr requests are RPCs (GETACL, cached per file);
 //! - [`consistency`]: close-to-open, revalidation, what a soft mount answers;
 //! - [`write_behind`]: write(2)s gathered per file, sent as WRITEs, errors
@@ -18,6 +20,7 @@
 //! - [`locks`]: fcntl and flock locks as the server's, and blocked waits.
 
 pub(in crate::fs) mod acls;
+pub(in crate::fs) mod arrivals;
 mod consistency;
 pub(in crate::fs) mod gather;
 pub(in crate::fs) mod listings;
@@ -53,6 +56,8 @@ pub(in crate::fs) struct NfsClient {
     pub(in crate::fs) flusher: Arc<write_back::Flusher>,
     /// The files whose ACLs it holds.
     pub(in crate::fs) acls: acls::AclCache,
+    /// Which requests have been handled, in the kernel's order.
+    pub(in crate::fs) arrivals: arrivals::Arrivals,
 }
 
 impl NfsClient {
@@ -68,6 +73,7 @@ impl NfsClient {
             negative_names: Default::default(),
             flusher: Default::default(),
             acls: Default::default(),
+            arrivals: Default::default(),
         }
     }
 

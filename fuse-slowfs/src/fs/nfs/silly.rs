@@ -22,6 +22,7 @@ use std::sync::Mutex;
 
 use fuser::{Errno, INodeNo};
 
+use super::arrivals;
 use crate::fs::sys::{self, SysResult};
 use crate::fs::Inner;
 
@@ -71,6 +72,18 @@ impl OpenFiles {
         self.state.lock().unwrap().open.contains_key(&ino)
     }
 
+    /// A silly rename of `ino` is done: its name is held until the last
+    /// close, or, if that close came while the rename ran (it found no name
+    /// to remove), handed back for the caller to remove now.
+    fn renamed(&self, ino: u64, silly: Silly) -> Option<Silly> {
+        let mut state = self.state.lock().unwrap();
+        if !state.open.contains_key(&ino) {
+            return Some(silly);
+        }
+        state.silly.insert(ino, silly);
+        None
+    }
+
     /// Whether `parent/name` is a silly name this client holds (its file is
     /// open: the entry goes at the last close).
     fn is_silly(&self, parent: u64, name: &OsStr) -> bool {
@@ -92,28 +105,39 @@ impl Inner {
     }
 
     /// A handle of `ino` closed: at the last one, its silly name goes.
+    ///
+    /// Called as the RELEASE arrives, before anything it waits for: the
+    /// kernel sends RELEASE after close(2) has returned, so the caller's
+    /// next request (an unlink) may already be on another daemon thread, and
+    /// must find the file closed, as the NFS client's own count is dropped
+    /// within close(2) (`__fput` -> `nfs_file_release`).
     pub(in crate::fs) fn file_closed(&self, ino: u64) {
         let Some(nfs) = self.nfs() else { return };
-        if let Some(Silly { parent, name, file }) = nfs.open_files.closed(ino) {
-            let removed = (|| {
-                let dir = self.inodes.get(INodeNo(parent))?;
-                let cname = sys::component(&name)?;
-                // Only the file this client renamed there: another client
-                // may have moved it and put another file under the name.
-                let st = sys::stat_at(dir.raw(), &cname, libc::AT_SYMLINK_NOFOLLOW)?;
-                if (st.st_dev, st.st_ino) != file {
-                    tracing::warn!("silly-renamed {name:?} is another file now: left alone");
-                    return Ok(());
-                }
-                if let Some(node) = self.inodes.at(parent, &name) {
-                    self.inodes.pin(&self.inodes.get(INodeNo(node))?);
-                }
-                sys::unlink_at(dir.raw(), &cname, 0)
-            })();
-            match removed {
-                Ok(()) | Err(Errno::ENOENT) => {}
-                Err(errno) => tracing::warn!("cannot remove silly-renamed {name:?}: {errno:?}"),
+        if let Some(silly) = nfs.open_files.closed(ino) {
+            self.remove_silly(silly);
+        }
+    }
+
+    /// Removes a silly name at its file's last close.
+    fn remove_silly(&self, Silly { parent, name, file }: Silly) {
+        let removed = (|| {
+            let dir = self.inodes.get(INodeNo(parent))?;
+            let cname = sys::component(&name)?;
+            // Only the file this client renamed there: another client
+            // may have moved it and put another file under the name.
+            let st = sys::stat_at(dir.raw(), &cname, libc::AT_SYMLINK_NOFOLLOW)?;
+            if (st.st_dev, st.st_ino) != file {
+                tracing::warn!("silly-renamed {name:?} is another file now: left alone");
+                return Ok(());
             }
+            if let Some(node) = self.inodes.at(parent, &name) {
+                self.inodes.pin(&self.inodes.get(INodeNo(node))?);
+            }
+            sys::unlink_at(dir.raw(), &cname, 0)
+        })();
+        match removed {
+            Ok(()) | Err(Errno::ENOENT) => {}
+            Err(errno) => tracing::warn!("cannot remove silly-renamed {name:?}: {errno:?}"),
         }
     }
 
@@ -132,11 +156,13 @@ impl Inner {
         Ok(())
     }
 
-    /// Before `parent/name` is unlinked or renamed over: if this client has
-    /// the file open, it is renamed to a `.nfsXXXX` name instead and `true`
-    /// returned (the unlink is done; a rename can go ahead).
+    /// Before `parent/name` is unlinked or renamed over by request number
+    /// `unique`: if this client has the file open, it is renamed to a
+    /// `.nfsXXXX` name instead and `true` returned (the unlink is done; a
+    /// rename can go ahead).
     pub(in crate::fs) fn silly_rename(
         &self,
+        unique: u64,
         parent: u64,
         dir: &crate::fs::inodes::Node,
         name: &OsStr,
@@ -148,6 +174,14 @@ impl Inner {
         let Some(ino) = self.inodes.at(parent, name) else {
             return Ok(false);
         };
+        if !nfs.open_files.is_open(ino) {
+            return Ok(false);
+        }
+        // A RELEASE sent before this request may still be on another
+        // thread (see nfs/arrivals.rs): wait for it, then look again.
+        if !nfs.arrivals.wait_for_earlier(unique, arrivals::GAP_TIMEOUT) {
+            tracing::debug!("silly rename of {name:?}: gave up on an earlier request");
+        }
         if !nfs.open_files.is_open(ino) {
             return Ok(false);
         }
@@ -171,14 +205,15 @@ impl Inner {
         };
         self.inodes
             .renamed((parent, &name.to_os_string()), (parent, &silly), false);
-        nfs.open_files.state.lock().unwrap().silly.insert(
-            ino,
-            Silly {
-                parent,
-                name: silly,
-                file: (st.st_dev, st.st_ino),
-            },
-        );
+        let silly = Silly {
+            parent,
+            name: silly,
+            file: (st.st_dev, st.st_ino),
+        };
+        // The last close may have come while the file was being renamed.
+        if let Some(closed) = nfs.open_files.renamed(ino, silly) {
+            self.remove_silly(closed);
+        }
         Ok(true)
     }
 

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::models::FsModel;
-use super::report::Group;
+use super::report::{is_checker_timeout, Group};
 
 /// What the model run says about one group the real filesystem showed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,6 +32,10 @@ pub enum Prediction {
     /// group with this message: the model cannot produce the state (a gap
     /// in the model, as wrong as [`Prediction::SaidNever`]).
     Gap,
+    /// The checker was killed for time on these states: what it would have
+    /// said, so which group they belong to, is unknown (a loaded machine or
+    /// a slow checker). Not a verdict on the model.
+    TimedOut,
 }
 
 /// What a model run covered, and the settings that decided its states.
@@ -81,6 +85,10 @@ impl Prediction {
                  a behaviour of the kernel){}",
                 settings_note(scope)
             ),
+            Prediction::TimedOut => "no answer: the checker timed out on these states, so \
+                 what they hold is unknown and the model run cannot be asked about them; not a \
+                 verdict on the model (on a loaded machine, run again or raise --timeout)"
+                .to_string(),
         }
     }
 }
@@ -96,6 +104,7 @@ pub fn predictions(
     real.iter()
         .map(
             |g| match model_run.iter().position(|m| m.message == g.message) {
+                _ if is_checker_timeout(&g.message) => (Prediction::TimedOut, None),
                 None if scope.exhaustive => (Prediction::Gap, None),
                 None => (Prediction::NotInModelRun, None),
                 Some(i) if allows(&model_run[i], model) => (Prediction::Predicted, Some(i)),
@@ -198,6 +207,22 @@ mod tests {
             [(Prediction::Unknown, Some(0))]
         );
         assert!(!Prediction::Unknown.model_is_wrong());
+        // A checker killed for time: no answer, whatever the model run has.
+        let timed_out = group("checker timed out after # (restarted)", &[]);
+        let mut said_never = timed_out.clone();
+        said_never.models = vec!["strict".into()];
+        for model_run in [&[][..], &[said_never][..]] {
+            assert_eq!(
+                predictions(
+                    std::slice::from_ref(&timed_out),
+                    model_run,
+                    FsModel::Ext4Ordered,
+                    &exhaustive
+                ),
+                [(Prediction::TimedOut, None)]
+            );
+        }
+        assert!(!Prediction::TimedOut.model_is_wrong());
         let unseen: Vec<&str> = not_shown(&real, &model_run, FsModel::Strict)
             .iter()
             .map(|g| g.message.as_str())

@@ -43,6 +43,15 @@ impl Violation {
     }
 }
 
+/// How the message of a state whose checker was killed for time begins
+/// (after [`normalise`] too): no answer about the state, not a state.
+pub const CHECKER_TIMED_OUT: &str = "checker timed out after";
+
+/// Whether `message` is a checker's timeout ([`CHECKER_TIMED_OUT`]).
+pub fn is_checker_timeout(message: &str) -> bool {
+    message.starts_with(CHECKER_TIMED_OUT)
+}
+
 /// Violations with one cause.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Group {

@@ -16,6 +16,8 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use slowfs_faults::crash::report::CHECKER_TIMED_OUT;
+
 /// The checker processes running now, by process group.
 #[derive(Debug, Clone, Default)]
 pub struct Running(Arc<Mutex<HashSet<i32>>>);
@@ -139,7 +141,7 @@ impl Persistent {
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let verdict = Judgement::Rejected(
                     124,
-                    format!("checker timed out after {:?} (restarted)", self.timeout),
+                    format!("{CHECKER_TIMED_OUT} {:?} (restarted)", self.timeout),
                 );
                 self.restart("")?;
                 Ok(verdict)
@@ -249,7 +251,7 @@ fn one_shot(
     let Some(status) = status else {
         return Ok(Judgement::Rejected(
             124,
-            format!("checker timed out after {timeout:?}\n{text}"),
+            format!("{CHECKER_TIMED_OUT} {timeout:?}\n{text}"),
         ));
     };
     let code = status.code().unwrap_or(128);

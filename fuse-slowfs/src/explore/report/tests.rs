@@ -3,7 +3,7 @@
 
 use slowfs_faults::crash::coverage::CoverageSummary;
 use slowfs_faults::crash::models::FsModel;
-use slowfs_faults::crash::oracle::ModelRunScope;
+use slowfs_faults::crash::oracle::{ModelRunScope, Prediction};
 use slowfs_faults::crash::report::{Example, Group};
 use slowfs_faults::durability::{Log, Tree};
 
@@ -253,6 +253,56 @@ fn a_model_run_that_checked_everything_turns_an_unmatched_group_into_a_model_gap
         .to_string()
         .contains("did not tear (--whole-writes)"));
     views_agree(&complete);
+}
+
+#[test]
+fn a_state_the_checker_timed_out_on_is_no_model_gap() {
+    // Under load a checker killed for time made a group of its own, which an
+    // exhaustive model run never has: it was judged MODEL GAP (3 ace rows on
+    // btrfs, all agreeing when rerun).
+    let mut real = with_violations(exploration());
+    real.groups
+        .push(group("checker timed out after # (restarted)"));
+    let run = ModelRun {
+        path: "model.json".into(),
+        groups: vec![group("something else")],
+        scope: ModelRunScope {
+            exhaustive: true,
+            states: 40,
+            torn_sector: Some(4096),
+            size_only: true,
+        },
+    };
+    let report = ExploreReport::new(
+        &real,
+        ReportContext {
+            model_run: Some((&run, FsModel::Ext4Ordered)),
+            ..ReportContext::default()
+        },
+    );
+    assert!(
+        matches!(
+            report.outcome,
+            ExploreVerdict::Violations {
+                model_gap: 1,
+                model_says_never: 0,
+                ..
+            }
+        ),
+        "{}",
+        report.verdict
+    );
+    let judged: Vec<_> = report
+        .groups
+        .iter()
+        .map(|g| g.model.map(|j| j.prediction))
+        .collect();
+    // Control: the ordinary group the model run lacks is a gap.
+    assert_eq!(judged, [Some(Prediction::Gap), Some(Prediction::TimedOut)]);
+    assert!(report
+        .to_string()
+        .contains("no answer: the checker timed out"));
+    views_agree(&report);
 }
 
 #[test]

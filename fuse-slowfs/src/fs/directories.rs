@@ -125,7 +125,7 @@ pub(super) fn releasedir(
     fh: FileHandle,
     reply: ReplyEmpty,
 ) {
-    fs.close_handle(req, Op::Releasedir, ino, fh, None, reply);
+    fs.close_handle(req, Op::Releasedir, ino, fh, Default::default(), reply);
 }
 
 pub(super) fn fsyncdir(

@@ -14,6 +14,7 @@ use slowfs_faults::Op;
 use super::changes::Change;
 use super::filesystem::GENERATION;
 use super::nfs::locks::UnlockOnDrop;
+use super::nfs::silly::SillyDelete;
 use super::sys::{self, Caller};
 use super::{lies, Ask, Carry, Inner, SlowFs};
 use crate::stats::RequestOutcome;
@@ -248,10 +249,23 @@ pub(super) fn release(
     ino: INodeNo,
     fh: FileHandle,
     flock_owner: Option<LockOwner>,
+    closed: Option<SillyDelete>,
     reply: ReplyEmpty,
 ) {
-    let unlock = flock_owner.map(|owner| UnlockOnDrop::new(&fs.inner, ino.0, owner.0));
-    fs.close_handle(req, Op::Release, ino, fh, unlock, reply);
+    let guards = CloseGuards {
+        unlock: flock_owner.map(|owner| UnlockOnDrop::new(&fs.inner, ino.0, owner.0)),
+        silly: closed,
+    };
+    fs.close_handle(req, Op::Release, ino, fh, guards, reply);
+}
+
+/// What a close lets go of besides its handle: the owner's flock locks
+/// (before the handle goes) and the file's silly names (after it, and after
+/// what the RELEASE carried was sent). Both also when a rule fails it.
+#[derive(Default)]
+pub(super) struct CloseGuards {
+    unlock: Option<UnlockOnDrop>,
+    silly: Option<SillyDelete>,
 }
 
 pub(super) fn fsync(
@@ -493,17 +507,15 @@ impl SlowFs {
         op: Op,
         ino: INodeNo,
         fh: FileHandle,
-        unlock: Option<UnlockOnDrop>,
+        CloseGuards { unlock, silly }: CloseGuards,
         reply: ReplyEmpty,
     ) {
-        if op == Op::Release {
-            self.inner.file_closed(ino.0);
-        }
         self.inner
             .serve_on(req, op, ino, reply, move |inner, done, _, _| {
                 drop(unlock);
                 inner.handles.remove(fh);
                 inner.released(fh.0);
+                drop(silly);
                 done.record(inner, RequestOutcome::default()).ok();
             });
     }

@@ -97,6 +97,8 @@ impl Filesystem for SlowFs {
         });
     }
 
+    // fuser's batch_forget calls this per node, with the batch's request:
+    // its number counts once (see nfs/arrivals.rs).
     fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
         self.handle(req, "forget", || {
             if self.inner.inodes.forget(ino.0, nlookup) {
@@ -328,8 +330,13 @@ impl Filesystem for SlowFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        // The file counts closed before the request counts as arrived: an
+        // unlink the caller sent after its close(2) waits for the arrival
+        // (nfs/arrivals.rs).
+        let mut closed = None;
+        contain("release", || closed = Some(self.inner.file_closed(ino.0)));
         self.handle(req, "release", || {
-            files::release(self, req, ino, fh, lock_owner, reply)
+            files::release(self, req, ino, fh, lock_owner, closed, reply)
         });
     }
 
@@ -491,8 +498,8 @@ impl Filesystem for SlowFs {
         });
     }
 
-    // Not served, as fuser's defaults, but counted handled: an NFS client's
-    // silly-rename check waits for every earlier request.
+    // Not served, as fuser's defaults, but counted as arrived: an NFS
+    // client's silly-rename check waits for every earlier request.
     fn bmap(&self, req: &Request, _ino: INodeNo, _size: u32, _idx: u64, reply: ReplyBmap) {
         self.handle(req, "bmap", || reply.error(Errno::ENOSYS));
     }
@@ -546,12 +553,12 @@ impl Filesystem for SlowFs {
 }
 
 impl SlowFs {
-    /// Runs a request's handler, a panic in it contained; then, on an NFS
-    /// client, counts the request handled (see [`super::nfs::arrivals`]).
+    /// Runs a request's handler, a panic in it contained. On an NFS client
+    /// the request first counts as arrived (see [`super::nfs::arrivals`]).
     fn handle(&self, req: &Request, op: &str, handler: impl FnOnce()) {
-        contain(op, handler);
         if let Some(nfs) = self.inner.nfs() {
-            nfs.arrivals.handled(req.unique().0);
+            nfs.arrivals.arrived(req.unique().0);
         }
+        contain(op, handler);
     }
 }

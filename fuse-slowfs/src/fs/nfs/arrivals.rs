@@ -12,13 +12,15 @@
 //! the rename kept its `.nfs` name for good.)
 //!
 //! The kernel numbers requests as it queues them (`unique`, in steps of
-//! `FUSE_REQ_ID_STEP`, 2; odd numbers are interrupts: fs/fuse/dev_i.h), so
-//! every request numbered below the unlink's was queued first. Each handler
-//! marks its request handled when it returns, and
-//! [`Arrivals::wait_for_earlier`] waits until all requests numbered below a
-//! given one are. A number that never comes (a request the kernel dropped
-//! before it was read, or one fuser answered itself) is given up on after
-//! [`GAP_TIMEOUT`].
+//! `FUSE_REQ_ID_STEP`, 2; odd numbers are interrupts: fs/fuse/dev_i.h), and
+//! hands them to the daemon's threads in that order, so every request
+//! numbered below the unlink's was read first. Each request counts as
+//! arrived as its handler starts (a RELEASE once it has counted its file
+//! closed), and [`Arrivals::wait_for_earlier`] waits until all requests
+//! numbered below a given one have: microseconds, unless a thread was
+//! preempted between reading a request and starting it. A number that
+//! never comes (a request the kernel dropped before it was read, an opcode
+//! fuser answers itself) is given up on after [`GAP_TIMEOUT`].
 
 use std::collections::BTreeSet;
 use std::sync::{Condvar, Mutex};
@@ -30,22 +32,22 @@ const STEP: u64 = 2;
 /// How long a wait lasts when an earlier number does not come.
 pub(in crate::fs) const GAP_TIMEOUT: Duration = Duration::from_millis(50);
 
-/// Handled numbers kept above a missing one before it is given up on: far
-/// more than the daemon's threads can hold read and not yet handled.
+/// Arrived numbers kept above a missing one before it is given up on: far
+/// more than the daemon's threads can hold read and not yet started.
 const AHEAD_LIMIT: usize = 4096;
 
-/// Which requests have been handled, in the kernel's numbering.
+/// Which requests have arrived, in the kernel's numbering.
 #[derive(Debug, Default)]
 pub(in crate::fs) struct Arrivals {
     floor: Mutex<Floor>,
-    handled: Condvar,
+    arrived: Condvar,
 }
 
 #[derive(Debug, Default)]
 struct Floor {
-    /// The lowest number not handled yet (`None` until the first request).
+    /// The lowest number not arrived yet (`None` until the first request).
     next: Option<u64>,
-    /// Numbers handled above `next`.
+    /// Numbers arrived above `next`.
     ahead: BTreeSet<u64>,
     /// Threads in [`Arrivals::wait_for_earlier`] (no wake-ups without them).
     waiters: usize,
@@ -68,13 +70,15 @@ impl Floor {
         }
     }
 
-    /// Moves `next` up from `from` over the handled numbers.
+    /// Moves `next` up from `from` over the numbers arrived.
     fn advance(&mut self, from: u64) {
         let mut next = from;
         while self.ahead.remove(&next) {
             next += STEP;
         }
-        self.ahead.retain(|&n| n > next);
+        while self.ahead.first().is_some_and(|&n| n < next) {
+            self.ahead.pop_first();
+        }
         self.next = Some(next);
     }
 
@@ -91,18 +95,18 @@ impl Floor {
 }
 
 impl Arrivals {
-    /// The request numbered `unique` has been handled.
-    pub(in crate::fs) fn handled(&self, unique: u64) {
+    /// The request numbered `unique` has arrived.
+    pub(in crate::fs) fn arrived(&self, unique: u64) {
         let mut floor = self.floor.lock().unwrap();
         floor.mark(unique);
         if floor.waiters > 0 {
-            self.handled.notify_all();
+            self.arrived.notify_all();
         }
     }
 
-    /// Waits until every request numbered below `unique` has been handled,
-    /// at most `timeout` (then gives up on those missing): whether they all
-    /// were.
+    /// Waits until every request numbered below `unique` has arrived, at
+    /// most `timeout` (then gives up on those missing): whether they all
+    /// had.
     pub(in crate::fs) fn wait_for_earlier(&self, unique: u64, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut floor = self.floor.lock().unwrap();
@@ -114,9 +118,11 @@ impl Arrivals {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 floor.skip_to(unique);
+                // Other waiters may be satisfied by the skip.
+                self.arrived.notify_all();
                 break false;
             }
-            floor = self.handled.wait_timeout(floor, left).unwrap().0;
+            floor = self.arrived.wait_timeout(floor, left).unwrap().0;
         };
         floor.waiters -= 1;
         all
@@ -128,18 +134,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_wait_ends_when_every_earlier_request_is_handled() {
+    fn a_wait_ends_when_every_earlier_request_has_arrived() {
         let arrivals = std::sync::Arc::new(Arrivals::default());
-        arrivals.handled(10);
-        arrivals.handled(14);
-        // 12 is read, not handled yet: a wait for those before 16 waits for it.
+        arrivals.arrived(10);
+        arrivals.arrived(14);
+        // 12 is read, not started yet: a wait for those before 16 waits for it.
         let waiter = {
             let arrivals = arrivals.clone();
             std::thread::spawn(move || arrivals.wait_for_earlier(16, Duration::from_secs(10)))
         };
         std::thread::sleep(Duration::from_millis(20));
-        assert!(!waiter.is_finished(), "12 was not handled yet");
-        arrivals.handled(12);
+        assert!(!waiter.is_finished(), "12 has not arrived yet");
+        arrivals.arrived(12);
         assert!(waiter.join().unwrap());
         assert!(arrivals.wait_for_earlier(16, Duration::ZERO));
     }
@@ -147,25 +153,25 @@ mod tests {
     #[test]
     fn a_number_that_never_comes_is_given_up_on() {
         let arrivals = Arrivals::default();
-        arrivals.handled(10);
-        arrivals.handled(14);
+        arrivals.arrived(10);
+        arrivals.arrived(14);
         let started = Instant::now();
         assert!(!arrivals.wait_for_earlier(16, Duration::from_millis(30)));
         assert!(started.elapsed() >= Duration::from_millis(30));
         // Given up on: the next wait does not wait for 12 again.
-        arrivals.handled(16);
+        arrivals.arrived(16);
         assert!(arrivals.wait_for_earlier(18, Duration::ZERO));
         // Control: a number still missing above it is waited for.
-        arrivals.handled(20);
+        arrivals.arrived(20);
         assert!(!arrivals.wait_for_earlier(22, Duration::ZERO));
     }
 
     #[test]
     fn interrupts_odd_numbers_and_late_ones_do_not_count() {
         let arrivals = Arrivals::default();
-        arrivals.handled(10);
-        arrivals.handled(13); // an interrupt's number: never the floor's
-        arrivals.handled(8); // handled after the first, below it
+        arrivals.arrived(10);
+        arrivals.arrived(13); // an interrupt's number: never the floor's
+        arrivals.arrived(8); // arrived after the first, below it
         assert!(arrivals.wait_for_earlier(12, Duration::ZERO));
         assert!(!arrivals.wait_for_earlier(14, Duration::ZERO));
     }
@@ -173,10 +179,10 @@ mod tests {
     #[test]
     fn the_numbers_kept_are_bounded() {
         let arrivals = Arrivals::default();
-        arrivals.handled(2);
+        arrivals.arrived(2);
         // 4 never comes; thousands after it do.
         for n in 0..(AHEAD_LIMIT as u64 + 10) {
-            arrivals.handled(6 + n * STEP);
+            arrivals.arrived(6 + n * STEP);
         }
         let floor = arrivals.floor.lock().unwrap();
         assert!(floor.ahead.len() <= AHEAD_LIMIT);

@@ -26,7 +26,7 @@ pub(in crate::fs) mod gather;
 pub(in crate::fs) mod listings;
 pub(in crate::fs) mod locks;
 mod names;
-mod silly;
+pub(in crate::fs) mod silly;
 pub(in crate::fs) mod write_back;
 pub(in crate::fs) mod write_behind;
 

@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use fuser::{Errno, INodeNo};
 
@@ -37,8 +37,8 @@ pub(in crate::fs) struct OpenFiles {
 #[derive(Debug, Default)]
 struct State {
     open: HashMap<u64, usize>,
-    /// Inode -> its silly name, while open.
-    silly: HashMap<u64, Silly>,
+    /// Inode -> its silly names (one per hard link unlinked), while open.
+    silly: HashMap<u64, Vec<Silly>>,
 }
 
 /// A file this client renamed to a `.nfs` name: where, and which file (the
@@ -56,16 +56,18 @@ impl OpenFiles {
         *self.state.lock().unwrap().open.entry(ino).or_default() += 1;
     }
 
-    /// A handle of `ino` closed: the silly name to remove if it was the last.
-    fn closed(&self, ino: u64) -> Option<Silly> {
+    /// A handle of `ino` closed: the silly names to remove if it was the last.
+    fn closed(&self, ino: u64) -> Vec<Silly> {
         let mut state = self.state.lock().unwrap();
-        let count = state.open.get_mut(&ino)?;
+        let Some(count) = state.open.get_mut(&ino) else {
+            return Vec::new();
+        };
         *count -= 1;
         if *count > 0 {
-            return None;
+            return Vec::new();
         }
         state.open.remove(&ino);
-        state.silly.remove(&ino)
+        state.silly.remove(&ino).unwrap_or_default()
     }
 
     fn is_open(&self, ino: u64) -> bool {
@@ -80,7 +82,7 @@ impl OpenFiles {
         if !state.open.contains_key(&ino) {
             return Some(silly);
         }
-        state.silly.insert(ino, silly);
+        state.silly.entry(ino).or_default().push(silly);
         None
     }
 
@@ -92,7 +94,23 @@ impl OpenFiles {
             .unwrap()
             .silly
             .values()
+            .flatten()
             .any(|s| s.parent == parent && s.name == name)
+    }
+}
+
+/// The silly names of a file whose last handle closed, removed when this is
+/// dropped: at the end of the RELEASE's job, or when a rule fails it.
+pub(in crate::fs) struct SillyDelete {
+    inner: Arc<Inner>,
+    names: Vec<Silly>,
+}
+
+impl Drop for SillyDelete {
+    fn drop(&mut self) {
+        for silly in self.names.drain(..) {
+            self.inner.remove_silly(silly);
+        }
     }
 }
 
@@ -104,17 +122,23 @@ impl Inner {
         }
     }
 
-    /// A handle of `ino` closed: at the last one, its silly name goes.
+    /// A handle of `ino` closed: at the last one, its silly names go when
+    /// the returned guard is dropped (after what the RELEASE sends: Linux
+    /// writes a file back before its silly delete).
     ///
     /// Called as the RELEASE arrives, before anything it waits for: the
     /// kernel sends RELEASE after close(2) has returned, so the caller's
     /// next request (an unlink) may already be on another daemon thread, and
     /// must find the file closed, as the NFS client's own count is dropped
     /// within close(2) (`__fput` -> `nfs_file_release`).
-    pub(in crate::fs) fn file_closed(&self, ino: u64) {
-        let Some(nfs) = self.nfs() else { return };
-        if let Some(silly) = nfs.open_files.closed(ino) {
-            self.remove_silly(silly);
+    pub(in crate::fs) fn file_closed(self: &Arc<Self>, ino: u64) -> SillyDelete {
+        let names = self
+            .nfs()
+            .map(|nfs| nfs.open_files.closed(ino))
+            .unwrap_or_default();
+        SillyDelete {
+            inner: Arc::clone(self),
+            names,
         }
     }
 
@@ -224,5 +248,57 @@ impl Inner {
             return Err(Errno::ESTALE);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn silly(name: &str) -> Silly {
+        Silly {
+            parent: 1,
+            name: name.into(),
+            file: (7, 42),
+        }
+    }
+
+    fn names(names: &[Silly]) -> Vec<&OsStr> {
+        names.iter().map(|s| s.name.as_os_str()).collect()
+    }
+
+    #[test]
+    fn a_silly_name_goes_at_the_last_close() {
+        let files = OpenFiles::default();
+        files.opened(5);
+        files.opened(5);
+        assert!(
+            files.renamed(5, silly(".nfs1")).is_none(),
+            "held while open"
+        );
+        assert!(files.is_silly(1, OsStr::new(".nfs1")));
+        assert!(files.closed(5).is_empty(), "one handle is still open");
+        assert_eq!(names(&files.closed(5)), [".nfs1"]);
+        assert!(!files.is_silly(1, OsStr::new(".nfs1")));
+    }
+
+    #[test]
+    fn a_close_during_the_rename_hands_the_name_back() {
+        let files = OpenFiles::default();
+        files.opened(5);
+        // The last close comes while the rename runs: nothing to remove yet.
+        assert!(files.closed(5).is_empty());
+        let back = files.renamed(5, silly(".nfs1"));
+        assert_eq!(back.map(|s| s.name), Some(".nfs1".into()));
+        assert!(!files.is_silly(1, OsStr::new(".nfs1")), "nothing kept");
+    }
+
+    #[test]
+    fn each_hard_link_unlinked_while_open_keeps_its_own_name() {
+        let files = OpenFiles::default();
+        files.opened(5);
+        assert!(files.renamed(5, silly(".nfs1")).is_none());
+        assert!(files.renamed(5, silly(".nfs2")).is_none());
+        assert_eq!(names(&files.closed(5)), [".nfs1", ".nfs2"]);
     }
 }

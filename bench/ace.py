@@ -290,6 +290,19 @@ def model_key(slowfs, steps, whole_writes):
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+def model_command(slowfs, backing, model, check, workload, extra=()):
+    """The model run of a workload: every state (no --fs), a JSON report."""
+    return [slowfs, "explore", "--backing", backing, "--max-states", "100000", "--json", model,
+            "--check", check, *extra, "--", *workload]
+
+
+def fs_command(slowfs, fs, setup, model, real, check, workload, extra=()):
+    """A real filesystem's run of a workload, judged against a model run."""
+    return [slowfs, "explore", "--fs", fs, "--fs-settle", "1s", "--max-states", str(FS_STATES),
+            "--fs-setup", setup, *extra, "--compare-with", model, "--json", real, "--check", check,
+            "--", *workload]
+
+
 def explore_one(slowfs, steps, filesystems, scratch, whole_writes=False, model_cache=None):
     """The model run and each filesystem's judgement of one workload."""
     work = os.path.join(scratch, "work")
@@ -310,11 +323,8 @@ def explore_one(slowfs, steps, filesystems, scratch, whole_writes=False, model_c
         shutil.copyfile(cached, model)
         model_seconds = 0.0
     else:
-        cmd = [slowfs, "explore", "--backing", backing, "--max-states", "100000", "--json", model,
-               "--check", check]
-        if whole_writes:
-            cmd.append("--whole-writes")
-        code, out = run(cmd + ["--"] + workload, work)
+        extra = ["--whole-writes"] if whole_writes else []
+        code, out = run(model_command(slowfs, backing, model, check, workload, extra), work)
         model_seconds = round(time.time() - started, 1)
         if not os.path.exists(model):
             return [{"fs": fs, "error": f"model run: exit {code}: {out[-400:]}"} for fs in filesystems]
@@ -334,11 +344,9 @@ def explore_one(slowfs, steps, filesystems, scratch, whole_writes=False, model_c
             rows.append({"fs": fs, "interrupted": True})
             continue
         real = os.path.join(work, f"real-{fs}.json")
-        cmd = [slowfs, "explore", "--fs", fs, "--fs-settle", "1s", "--max-states", str(FS_STATES),
-               "--fs-setup", python_command(os.path.join(work, "setup.py")), "--compare-with", model,
-               "--json", real, "--check", check, "--"] + workload
+        setup = python_command(os.path.join(work, "setup.py"))
         started = time.time()
-        code, out = run(cmd, work)
+        code, out = run(fs_command(slowfs, fs, setup, model, real, check, workload), work)
         seconds = round(time.time() - started, 1)
         if STOPPING.is_set() or code == 130:
             rows.append({"fs": fs, "interrupted": True})

@@ -125,8 +125,7 @@ def one_case(slowfs, name, filesystems, tries, scratch, mkfs_options=None):
     os.makedirs(backing)
     ace.subprocess.run(ace.PYTHON + [paths["setup.py"]], cwd=backing, check=True)
     model = os.path.join(work, "model.json")
-    code, out = ace.run([slowfs, "explore", "--backing", backing, "--max-states", "100000", "--json", model,
-                         "--check", check] + model_args + ["--"] + workload_cmd, work)
+    code, out = ace.run(ace.model_command(slowfs, backing, model, check, workload_cmd, model_args), work)
     if not os.path.exists(model):
         return [{"case": name, "fs": "model", "error": f"exit {code}: {out[-600:]}"}]
     with open(model) as f:
@@ -139,10 +138,9 @@ def one_case(slowfs, name, filesystems, tries, scratch, mkfs_options=None):
         row = {"case": name, "fs": fs, "args": extra, "tries": 0, "seen": [], "other_wrong": []}
         for attempt in range(tries):
             real = os.path.join(work, f"real-{fs}-{attempt}.json")
-            code, out = ace.run([slowfs, "explore", "--fs", fs, "--fs-settle", "1s", "--max-states",
-                                 str(ace.FS_STATES), "--fs-setup", ace.python_command(paths["setup.py"])]
-                                + extra + ["--compare-with", model, "--json", real, "--check", check, "--"]
-                                + workload_cmd, work)
+            setup_cmd = ace.python_command(paths["setup.py"])
+            code, out = ace.run(ace.fs_command(slowfs, fs, setup_cmd, model, real, check, workload_cmd, extra),
+                                work)
             row["tries"] += 1
             if not os.path.exists(real):
                 row["error"] = f"exit {code}: {out[-600:]}"

@@ -216,8 +216,8 @@ impl LogOp {
         }
     }
 
-    /// The file whose data this op changes.
-    pub(crate) fn data_node(&self) -> Option<NodeId> {
+    /// The file whose data this op changes (none for a metadata or sync op).
+    pub fn data_node(&self) -> Option<NodeId> {
         match self {
             LogOp::Write { node, .. }
             | LogOp::SetLen { node, .. }
@@ -229,7 +229,8 @@ impl LogOp {
         }
     }
 
-    pub(super) fn is_sync(&self) -> bool {
+    /// Whether this op is an fsync, a directory fsync or a sync.
+    pub fn is_sync(&self) -> bool {
         matches!(
             self,
             LogOp::Fsync { .. } | LogOp::FsyncDir { .. } | LogOp::Sync

@@ -115,15 +115,12 @@ fn timeline(
             );
         }
         let Some(op) = ops.get(k) else { break };
-        let kind = match op {
-            LogOp::Fsync { .. } | LogOp::FsyncDir { .. } | LogOp::Sync => "sync",
-            LogOp::Write { .. }
-            | LogOp::SetLen { .. }
-            | LogOp::TruncateZeroing { .. }
-            | LogOp::WriteInPlace { .. }
-            | LogOp::GrowStale { .. }
-            | LogOp::GrowZeroing { .. } => "data",
-            _ => "meta",
+        let kind = if op.is_sync() {
+            "sync"
+        } else if op.data_node().is_some() {
+            "data"
+        } else {
+            "meta"
         };
         let _ = writeln!(
             out,

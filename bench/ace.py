@@ -497,19 +497,19 @@ def main():
                 t["said_never"] += row["said_never"]
                 t["gap"] += row["gap"]
                 t["unknown"] += row.get("unknown", 0)
-                if row["said_never"] == 0 and row["gap"] == 0 and row.get("timed_out", 0) > 0:
+                if row["said_never"] or row["gap"]:
+                    wrong_found = True
+                    verdict = f"MODEL SAYS NEVER {row['said_never']}, MODEL GAP {row['gap']}: {row['wrong']}"
+                elif row.get("timed_out", 0) > 0:
                     # Some states got no answer: an "agree" would be on part of it.
                     t["refused"] += 1
                     verdict = (f"no verdict: the checker timed out on {row['timed_out']} group(s) "
                                f"of states (a loaded machine: run it again)")
-                elif row["said_never"] == 0 and row["gap"] == 0:
+                else:
                     t["agree"] += 1
                     verdict = (f"agree ({row['predicted']} real states predicted, "
                                f"{row.get('unknown', 0)} unknown to the model, "
                                f"{row['model_can_not_seen']} the model can but not seen)")
-                else:
-                    wrong_found = True
-                    verdict = f"MODEL SAYS NEVER {row['said_never']}, MODEL GAP {row['gap']}: {row['wrong']}"
             print(f"[{n}/{total}] {row['fs']:5} {name}: {verdict}", flush=True)
             if args.out:
                 with open(args.out, "a") as f:
